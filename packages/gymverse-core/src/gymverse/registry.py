@@ -1,0 +1,143 @@
+"""Env registry: ids are ``family:Name``; third-party packages add families through entry points.
+
+An entry point in the group ``gymverse.envs`` names either a module (importing it registers its envs) or a
+callable taking no arguments (calling it registers them). Built-in envs live in `gymverse.envs` and are loaded
+on first use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.metadata
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymverse.core import Env
+
+ENTRY_POINT_GROUP = "gymverse.envs"
+_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+:[A-Za-z0-9_.\-]+$")
+
+EnvFactory = Callable[..., Env]
+
+
+class RegistryError(LookupError):
+    """Unknown, duplicate or unloadable env id."""
+
+
+@dataclass
+class EnvSpec:
+    """A registered env: its id, how to build it, and default kwargs."""
+
+    id: str
+    entry_point: str | EnvFactory
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        """The part of the id before the colon."""
+        return self.id.split(":", 1)[0]
+
+    def load(self) -> EnvFactory:
+        """Resolve the entry point to a callable (importing its module)."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        if not attr:
+            raise RegistryError(f"{self.id}: entry point {self.entry_point!r} must look like 'module:attr'")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as err:  # the module's own error, not a bare "not found"
+            raise RegistryError(
+                f"{self.id}: importing {module_name!r} failed: {type(err).__name__}: {err}"
+            ) from err
+        try:
+            factory: EnvFactory = getattr(module, attr)
+        except AttributeError as err:
+            raise RegistryError(f"{self.id}: module {module_name!r} has no attribute {attr!r}") from err
+        return factory
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+_LOCK = threading.RLock()
+_plugins_loaded = False
+
+
+def register(env_id: str, entry_point: str | EnvFactory, *, override: bool = False, **defaults: Any) -> EnvSpec:
+    """Register `env_id` (``family:Name``); `entry_point` is ``"module:Class"`` or a callable."""
+    if not _ID_RE.match(env_id):
+        raise ValueError(f"env id {env_id!r} must look like 'family:Name' (letters, digits, _ . -)")
+    with _LOCK:
+        if env_id in _REGISTRY and not override:
+            raise RegistryError(f"env id {env_id!r} is already registered")
+        spec = EnvSpec(env_id, entry_point, dict(defaults))
+        _REGISTRY[env_id] = spec
+        return spec
+
+
+def deregister(env_id: str) -> None:
+    """Remove `env_id` (mainly for tests and reloading synthesized suites)."""
+    with _LOCK:
+        _REGISTRY.pop(env_id, None)
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    with _LOCK:
+        if _plugins_loaded:
+            return
+        _plugins_loaded = True
+        import gymverse.envs  # noqa: F401 - registers the built-in families
+
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                obj = ep.load()
+            except Exception as err:
+                raise RegistryError(
+                    f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed to load: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+            if callable(obj):
+                obj()
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The `EnvSpec` of `env_id`; unknown ids raise with the closest registered ids."""
+    _load_plugins()
+    with _LOCK:
+        if env_id in _REGISTRY:
+            return _REGISTRY[env_id]
+        known = list(_REGISTRY)
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(env_id.lower(), list(lowered), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
+    raise RegistryError(f"unknown env id {env_id!r}{hint} (see `gymverse list`)")
+
+
+def make(env_id: str, **kwargs: Any) -> Env:
+    """Build `env_id` with its registered defaults overridden by `kwargs`."""
+    s = spec(env_id)
+    factory = s.load()
+    env = factory(**{**s.defaults, **kwargs})
+    if not isinstance(env, Env):
+        raise RegistryError(f"{env_id}: entry point returned {type(env).__name__}, not a gymverse Env")
+    env.spec_id = env_id  # type: ignore[attr-defined]
+    return env
+
+
+def list_envs(family: str | None = None) -> list[str]:
+    """Registered ids, sorted, optionally only those of `family`."""
+    _load_plugins()
+    with _LOCK:
+        ids = sorted(_REGISTRY)
+    if family is not None:
+        ids = [i for i in ids if i.split(":", 1)[0] == family]
+    return ids
+
+
+def list_specs(family: str | None = None) -> list[EnvSpec]:
+    """Registered specs, sorted by id."""
+    return [spec(i) for i in list_envs(family)]

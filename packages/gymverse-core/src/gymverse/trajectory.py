@@ -1,0 +1,85 @@
+"""`Trajectory`: the one episode record every GymVerse component exchanges (JSONL on disk)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Turn:
+    """One agent turn: the observation it saw, the action it took, the reward and info that came back."""
+
+    observation: str
+    action: str
+    reward: float
+    info: dict[str, Any] = field(default_factory=dict)
+    ret: float | None = None  # discounted return G_t, filled in by gymverse.perpo / gymverse.rollout
+
+
+@dataclass
+class Trajectory:
+    """One episode: its turns plus env id, seed, complexity, success and per-episode metrics."""
+
+    env_id: str
+    seed: int | None
+    complexity: int
+    turns: list[Turn] = field(default_factory=list)
+    success: bool = False
+    truncated: bool = False
+    final_observation: str = ""
+    error: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_reward(self) -> float:
+        """Undiscounted sum of rewards."""
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def rewards(self) -> list[float]:
+        """Per-turn rewards."""
+        return [t.reward for t in self.turns]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """Inverse of `to_dict`."""
+        d = dict(data)
+        d["turns"] = [Turn(**t) for t in d.get("turns", [])]
+        return cls(**d)
+
+
+def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path, append: bool = False) -> int:
+    """Write trajectories one JSON object per line; returns how many were written."""
+    n = 0
+    with open(path, "a" if append else "w", encoding="utf-8") as fh:
+        for t in trajectories:
+            fh.write(json.dumps(t.to_dict(), ensure_ascii=False, default=_jsonable) + "\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+    """Read trajectories written by `write_jsonl`; a corrupt line raises naming its line number."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Trajectory.from_dict(json.loads(line))
+            except (json.JSONDecodeError, TypeError) as err:
+                raise ValueError(f"{path}:{lineno}: not a trajectory record: {err}") from err
+
+
+def _jsonable(obj: Any) -> Any:
+    # numpy scalars and arrays in info dicts are common; everything else becomes its repr.
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return repr(obj)
