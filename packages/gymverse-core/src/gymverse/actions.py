@@ -52,7 +52,7 @@ def find_boxed(text: str) -> list[str]:
 
 
 def extract_boxed(text: str, policy: Policy = "last") -> str | None:
-    r"""The content of one ``\boxed{}`` chosen by `policy`, stripped; None when there is none (or, for "only", several)."""
+    r"""The stripped content of the ``\boxed{}`` chosen by `policy`; None if none (or several, for "only")."""
     if not isinstance(text, str) or len(text) > MAX_ACTION_CHARS:
         return None
     found = find_boxed(text)

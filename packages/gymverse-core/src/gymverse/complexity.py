@@ -85,7 +85,7 @@ class ComplexitySpec:
     def bounds(self, name: str) -> tuple[Any, Any]:
         """(min, max) over all levels of a numeric param."""
         decl = self.params[name]
-        values: Sequence[Any] = decl if isinstance(decl, list) else decl
+        values: Sequence[Any] = decl
         return min(values), max(values)
 
     def resolve(self, level: int, rng: np.random.Generator | None = None) -> dict[str, Any]:

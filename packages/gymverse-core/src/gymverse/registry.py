@@ -51,9 +51,7 @@ class EnvSpec:
         try:
             module = importlib.import_module(module_name)
         except Exception as err:  # the module's own error, not a bare "not found"
-            raise RegistryError(
-                f"{self.id}: importing {module_name!r} failed: {type(err).__name__}: {err}"
-            ) from err
+            raise RegistryError(f"{self.id}: importing {module_name!r} failed: {type(err).__name__}: {err}") from err
         try:
             factory: EnvFactory = getattr(module, attr)
         except AttributeError as err:
