@@ -1,6 +1,6 @@
 """Built-in environments. Importing this module registers every built-in family with `gymverse.registry`.
 
-Each domain module registers its own ids; keep this file a plain list of imports.
+Each domain package registers its own ids in its ``__init__``; keep this file a plain list of imports.
 """
 
-from gymverse.envs import game  # noqa: F401
+from gymverse.envs import algorithm, game, logic, tooluse  # noqa: F401

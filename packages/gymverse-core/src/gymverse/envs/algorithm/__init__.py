@@ -1,0 +1,1 @@
+"""algorithm built-in environments."""

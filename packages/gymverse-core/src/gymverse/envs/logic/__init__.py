@@ -1,0 +1,1 @@
+"""logic built-in environments."""

@@ -1,0 +1,1 @@
+"""tooluse built-in environments."""
