@@ -20,6 +20,8 @@ Policy = Literal["first", "last", "only"]
 BOX_TOKEN = "\\boxed{"
 #: Text longer than this is rejected before scanning, so a 1 GB action cannot stall a worker.
 MAX_ACTION_CHARS = 4_000_000
+_BOX_RE = re.compile(re.escape(BOX_TOKEN))
+_BRACE_RE = re.compile(r"[{}]")
 
 
 class ActionFormatError(ValueError):
@@ -27,27 +29,40 @@ class ActionFormatError(ValueError):
 
 
 def find_boxed(text: str) -> list[str]:
-    r"""Contents of every balanced ``\boxed{...}`` in `text`, in order (nested braces kept; unbalanced skipped)."""
+    r"""Contents of every balanced ``\boxed{...}`` in `text`, in order (nested braces kept; unbalanced skipped).
+
+    A box whose braces never close is skipped and the search resumes inside it (an inner box may be complete);
+    after a complete box it resumes after its closing brace. One pass over the braces finds every box's closing
+    brace, so the cost is linear even for adversarial text such as ``"\boxed{" * 100_000``.
+    """
+    first = text.find(BOX_TOKEN)
+    if first == -1:
+        return []
+    # position of the "{" of every box token
+    opens = [m.end() - 1 for m in _BOX_RE.finditer(text, first)]
+    is_open = set(opens)
+    close_of: dict[int, int] = {}
+    pending: list[tuple[int, int]] = []  # (box brace position, brace depth before it), depths strictly increasing
+    depth = 0
+    for m in _BRACE_RE.finditer(text, opens[0]):
+        i = m.start()
+        if text[i] == "{":
+            if i in is_open:
+                pending.append((i, depth))
+            depth += 1
+        elif depth:  # a "}" with nothing open cannot close anything
+            depth -= 1
+            if pending and pending[-1][1] == depth:
+                close_of[pending.pop()[0]] = i
     out: list[str] = []
-    start = text.find(BOX_TOKEN)
-    while start != -1:
-        i = start + len(BOX_TOKEN)
-        depth = 1
-        j = i
-        n = len(text)
-        while j < n and depth:
-            c = text[j]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-            j += 1
-        if depth == 0:
-            out.append(text[i : j - 1])
-            start = text.find(BOX_TOKEN, j)
-        else:
-            # unbalanced: an inner \boxed{ may still be complete
-            start = text.find(BOX_TOKEN, start + 1)
+    resume = 0
+    for p in opens:
+        if p < resume:
+            continue  # inside a box already taken
+        end = close_of.get(p)
+        if end is not None:
+            out.append(text[p + 1 : end])
+            resume = end + 1
     return out
 
 
@@ -106,6 +121,16 @@ class CommandGrammar:
 
     def __init__(self, verbs: Mapping[str, Sequence[Any]], boxed: bool = True, policy: Policy = "last") -> None:
         self.verbs = {v.lower(): list(types) for v, types in verbs.items()}
+        for verb, types in self.verbs.items():
+            # a malformed grammar is a programming error: fail here, not with an IndexError on some action
+            if not verb or any(c.isspace() for c in verb):
+                raise ValueError(f"command verb {verb!r} must be a non-empty word without spaces")
+            for k, t in enumerate(types):
+                if t is Ellipsis:
+                    if k != len(types) - 1 or k == 0:
+                        raise ValueError(f"command {verb!r}: '...' must come last, right after an argument type")
+                elif not callable(t):
+                    raise ValueError(f"command {verb!r}: argument type {t!r} is not callable")
         self.boxed = boxed
         self.policy = policy
 

@@ -74,6 +74,12 @@ class ComplexitySpec:
         unknown = set(self.variance) - set(self.params)
         if unknown:
             raise ValueError(f"param_variance names unknown params: {sorted(unknown)}")
+        for name, var in self.variance.items():
+            # checked here so a bad declaration fails at class use, not as a numpy error inside some reset()
+            if isinstance(var, bool) or not isinstance(var, int | float | np.number) or not var >= 0:
+                raise ValueError(f"param_variance[{name!r}] must be a non-negative number, got {var!r}")
+            if var and not all(isinstance(v, int | float | np.number) for v in self.params[name]):
+                raise ValueError(f"param_variance[{name!r}]: variance needs numeric values, the table is not")
 
     def value(self, name: str, level: int) -> Any:
         """Deterministic value of param `name` at `level` (no variance)."""

@@ -260,6 +260,11 @@ class Wrapper(Env):
         """Resolved complexity params of the base env."""
         return self.env.params
 
+    @property
+    def format_penalty(self) -> float:  # type: ignore[override]
+        """The wrapped env's format penalty (the class default inherited from `Env` would shadow it)."""
+        return self.env.format_penalty
+
     def set_complexity(self, level: int) -> None:
         """Forward to the wrapped env (and so to the base env)."""
         self.env.set_complexity(level)

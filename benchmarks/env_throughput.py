@@ -1,0 +1,298 @@
+"""Env-stepping throughput (steps/s): a plain loop, every GymVerse vector backend, and GEM's vector envs.
+
+Workloads (the same game everywhere: add ``\\boxed{1}`` increments to hit a hidden total):
+
+* ``cheap``  ~5 µs of Python per step (`vectest:Count`)
+* ``io``     1 ms of waiting per step (`vectest:SleepIO`: ``asyncio.sleep`` when awaited natively, else
+             ``time.sleep``); ideal = N envs x 1000 steps/s
+* ``cpu``    1 ms of busy CPU per step (`vectest:BusyCPU`)
+
+Runners: ``plain`` (a Python loop over single envs, reset when done), GymVerse ``sync``/``async``/``process``/``ray``
+(``make_vec``), ``asyncio-bare`` (``gather`` of N bare ``asyncio.sleep(1 ms)``: the event loop's own ceiling, io
+only), and GEM's ``SyncVectorEnv``/``AsyncVectorEnv`` plus a plain loop over GEM envs. GEM runs in a throwaway venv
+(``benchmarks/results/.gem-venv``, created with ``uv venv`` + ``uv pip install gem-llm`` when missing) as a
+subprocess that prints JSON. Writes ``benchmarks/results/env_throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # before Ray is imported: start workers directly
+
+import gymverse
+import gymverse.vector.testing
+from gymverse.vector import make_vec
+from rich.console import Console
+from rich.table import Table
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GEM_VENV = RESULTS / ".gem-venv"
+WORKLOADS = {"cheap": "vectest:Count", "io": "vectest:SleepIO", "cpu": "vectest:BusyCPU"}
+ACTION = r"\boxed{1}"
+GV_BACKENDS = ("sync", "async", "process", "ray")
+
+
+def rate(step_batch: Callable[[], int], budget: float, min_batches: int = 3) -> float:
+    """Steps/s of repeated `step_batch` calls (two warm-up calls, then at least `budget` seconds)."""
+    step_batch()
+    step_batch()
+    steps, batches, t0 = 0, 0, time.perf_counter()
+    while True:
+        steps += step_batch()
+        batches += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= budget and batches >= min_batches:
+            return steps / elapsed
+
+
+def plain_loop(env_id: str, n: int, budget: float) -> float:
+    """A Python loop over `n` single envs, resetting each when its episode ends."""
+    envs = [gymverse.make(env_id) for _ in range(n)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+
+    def batch() -> int:
+        for env in envs:
+            _, _, terminated, truncated, _ = env.step(ACTION)
+            if terminated or truncated:
+                env.reset()
+        return n
+
+    return rate(batch, budget)
+
+
+def gymverse_vec(env_id: str, n: int, backend: str, budget: float, cores: int) -> float:
+    """`make_vec` on `backend`; process/ray use one worker per core."""
+    opts = {"num_workers": min(n, cores)} if backend in ("process", "ray") else {}
+    with make_vec(env_id, n, backend=backend, seed=0, backend_options=opts) as venv:
+        venv.reset(seed=0)
+        actions = [ACTION] * n
+        return rate(lambda: len(venv.step(actions)), budget)
+
+
+def asyncio_bare(n: int, budget: float) -> float:
+    """The event loop's ceiling for the io workload: gather n bare 1 ms sleeps per batch."""
+
+    async def main() -> float:
+        steps, batches, t0 = 0, 0, time.perf_counter()
+        while True:
+            await asyncio.gather(*(asyncio.sleep(0.001) for _ in range(n)))
+            steps += n
+            batches += 1
+            if time.perf_counter() - t0 >= budget and batches >= 3:
+                return steps / (time.perf_counter() - t0)
+
+    return asyncio.run(main())
+
+
+def start_times(cores: int) -> dict[str, float]:
+    """Seconds to start a process-backend vec env (8 envs, one worker per core) per start method."""
+    out = {}
+    for method in ("fork", "forkserver", "spawn"):
+        t0 = time.perf_counter()
+        with make_vec(
+            "vectest:Count", 8, backend="process", backend_options={"num_workers": cores, "start_method": method}
+        ) as v:
+            v.reset(seed=0)
+        out[method] = time.perf_counter() - t0
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- GEM
+GEM_SCRIPT = r'''
+import json, re, sys, time
+from gem.core import Env
+from gem.vector.sync_vector_env import SyncVectorEnv
+from gem.vector.async_vector_env import AsyncVectorEnv
+import random
+
+BOX = re.compile(r"\\boxed\{([^{}]*)\}")
+
+class Count(Env):
+    """The vectest:Count game written against GEM's Env (own RNG, like the GymVerse one)."""
+    def __init__(self, delay=0.0, work=0.0):
+        super().__init__()
+        self.delay, self.work, self.rng = delay, work, random.Random(0)
+    def reset(self, seed=None):
+        if seed is not None:
+            self.rng = random.Random(seed)
+        self.target, self.total, self.turn = self.rng.randint(5, 10), 0, 0
+        return f"Reach {self.target}.", {}
+    def step(self, action):
+        if self.delay:
+            time.sleep(self.delay)
+        if self.work:
+            end = time.perf_counter() + self.work
+            while time.perf_counter() < end:
+                pass
+        self.turn += 1
+        m = BOX.search(action)
+        self.total += int(m.group(1)) if m else 0
+        done = self.total >= self.target
+        return f"Total {self.total}.", float(self.total == self.target), done, self.turn >= 30 and not done, {}
+
+KW = {"cheap": {}, "io": {"delay": 0.001}, "cpu": {"work": 0.001}}
+ACTION = "\\boxed{1}"
+
+def rate(fn, budget):
+    fn(); fn()
+    steps, batches, t0 = 0, 0, time.perf_counter()
+    while True:
+        steps += fn(); batches += 1
+        el = time.perf_counter() - t0
+        if el >= budget and batches >= 3:
+            return steps / el
+
+def plain(kw, n, budget):
+    envs = [Count(**kw) for _ in range(n)]
+    for i, e in enumerate(envs):
+        e.reset(i)
+    def batch():
+        for e in envs:
+            _, _, te, tr, _ = e.step(ACTION)
+            if te or tr:
+                e.reset()
+        return n
+    return rate(batch, budget)
+
+def vec(cls, kw, n, budget):
+    venv = cls(["vectest:Count"] * n, [lambda: Count(**kw)] * n)
+    venv.reset(seed=0)
+    acts = [ACTION] * n
+    r = rate(lambda: len(venv.step(acts)[0]), budget)
+    if hasattr(venv, "thread_pool_executer"):
+        venv.thread_pool_executer.shutdown()
+    return r
+
+ns, budget = json.loads(sys.argv[1]), float(sys.argv[2])
+out = {}
+for w, kw in KW.items():
+    for n in ns:
+        out[f"{w}/{n}"] = {
+            "gem-plain": plain(kw, n, budget),
+            "gem-sync": vec(SyncVectorEnv, kw, n, budget),
+            "gem-async": vec(AsyncVectorEnv, kw, n, budget),
+        }
+print(json.dumps(out))
+'''
+
+
+def gem_python(console: Console) -> Path | None:
+    """The throwaway venv's interpreter with gem-llm installed (installing it when missing)."""
+    python = GEM_VENV / "bin" / "python"
+    if python.exists() and subprocess.run([python, "-c", "import gem"], capture_output=True).returncode == 0:
+        return python
+    console.print(f"[yellow]gem-llm not found: installing it into a throwaway venv at {GEM_VENV} (uv venv + uv pip)")
+    try:
+        subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(GEM_VENV)], check=True)
+        subprocess.run(["uv", "pip", "install", "-q", "--python", str(python), "gem-llm"], check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        console.print(f"[red]could not install gem-llm ({err}); GEM columns are skipped")
+        return None
+    return python
+
+
+def run_gem(console: Console, ns: list[int], budget: float) -> dict[str, dict[str, float]]:
+    """GEM's numbers, measured in its own venv."""
+    python = gem_python(console)
+    if python is None:
+        return {}
+    proc = subprocess.run([python, "-c", GEM_SCRIPT, json.dumps(ns), str(budget)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        console.print(f"[red]GEM benchmark failed:\n{proc.stderr[-2000:]}")
+        return {}
+    result: dict[str, dict[str, float]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    """Run every workload x N x runner and print/write the results."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N = 1, 8, 64 and shorter timings")
+    ap.add_argument("--no-gem", action="store_true", help="skip GEM")
+    ap.add_argument("--no-ray", action="store_true", help="skip the Ray backend")
+    args = ap.parse_args()
+    console = Console()
+    ns = [1, 8, 64] if args.quick else [1, 8, 64, 256]
+    budget = 0.3 if args.quick else 1.0
+    cores = os.cpu_count() or 1
+    backends = [b for b in GV_BACKENDS if not (b == "ray" and args.no_ray)]
+    if "ray" in backends:
+        import ray
+
+        ray.init(include_dashboard=False, log_to_driver=False)
+    results: dict[str, dict[str, float]] = {}
+    for workload, env_id in WORKLOADS.items():
+        for n in ns:
+            key = f"{workload}/{n}"
+            row = {"plain": plain_loop(env_id, n, budget)}
+            for backend in backends:
+                row[backend] = gymverse_vec(env_id, n, backend, budget, cores)
+            if workload == "io":
+                row["asyncio-bare"] = asyncio_bare(n, budget)
+                row["ideal"] = n * 1000.0
+            results[key] = row
+            console.print(f"{key}: " + ", ".join(f"{k}={v:,.0f}" for k, v in row.items()))
+    if not args.no_gem:
+        for key, row in run_gem(console, ns, budget).items():
+            results[key].update(row)
+    starts = start_times(cores)
+
+    columns = ["plain", *backends, "asyncio-bare", "gem-plain", "gem-sync", "gem-async", "ideal"]
+    table = Table(title=f"Env steps/s ({cores} cores, Python {platform.python_version()})")
+    table.add_column("workload/N")
+    for c in columns:
+        table.add_column(c, justify="right")
+    for key, row in results.items():
+        table.add_row(key, *(f"{row[c]:,.0f}" if c in row else "-" for c in columns))
+    console.print(table)
+
+    def ratio(key: str, a: str, b: str) -> float | None:
+        row = results.get(key, {})
+        return row[a] / row[b] if a in row and b in row else None
+
+    top = ns[-1]
+    targets = {
+        "sync / plain, cheap, N=64 (target >= 0.8)": ratio("cheap/64", "sync", "plain"),
+        f"async / ideal, io, N={top} (target >= 0.9)": ratio(f"io/{top}", "async", "ideal"),
+        f"asyncio-bare / ideal, io, N={top} (event-loop ceiling)": ratio(f"io/{top}", "asyncio-bare", "ideal"),
+        f"gem-async / ideal, io, N={top}": ratio(f"io/{top}", "gem-async", "ideal"),
+        "process / sync, cpu, N=8 (target >= 1.7 on 2 cores)": ratio("cpu/8", "process", "sync"),
+        "process / sync, cpu, N=64": ratio("cpu/64", "process", "sync"),
+        f"process / sync, cpu, N={top}": ratio(f"cpu/{top}", "process", "sync"),
+        "sync / gem-sync, cheap, N=64": ratio("cheap/64", "sync", "gem-sync"),
+        "async / gem-async, io, N=64": ratio("io/64", "async", "gem-async"),
+    }
+    ratios = Table(title="Ratios")
+    ratios.add_column("ratio")
+    ratios.add_column("value", justify="right")
+    for name, value in targets.items():
+        ratios.add_row(name, "-" if value is None else f"{value:.2f}")
+    for method, secs in starts.items():
+        ratios.add_row(f"process backend start, {method} (s, 8 envs)", f"{secs:.2f}")
+    console.print(ratios)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = {
+        "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform()},
+        "quick": args.quick,
+        "budget_s": budget,
+        "steps_per_s": results,
+        "ratios": targets,
+        "process_start_s": starts,
+    }
+    (RESULTS / "env_throughput.json").write_text(json.dumps(out, indent=2))
+    console.print(f"wrote {RESULTS / 'env_throughput.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The ``gymverse`` section of a verl config (``+gymverse.evolution=true ...`` on the command line).
+
+verl hands every agent loop and the trainer the whole Hydra config; GymVerse reads its own top-level
+``gymverse`` key from it. Unknown keys are rejected so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from gymverse.curriculum import HorizonSchedule, horizon_from_state
+from gymverse.perpo import DEFAULT_EPS
+
+from gymverse_verl import CURRICULUM_ACTOR
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent in a text environment. Read the observation and reply with your next action in the "
+    "format the environment asks for."
+)
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers to plain Python (a no-op for dicts and lists)."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # verl always brings omegaconf; plain dicts work without it
+        return value
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+@dataclass
+class GymVerseSettings:
+    """Adapter settings; every field is optional in the config."""
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_turns: int | None = None  # turn cap when no horizon schedule is given (the env's own max_turns still holds)
+    horizon: dict[str, Any] | None = None  # {"kind": "fixed"|"stepwise"|"adaptive", **constructor kwargs}
+    evolution: bool = False  # PERPO complexity evolution through the shared curriculum actor
+    curriculum: dict[str, Any] = field(default_factory=dict)  # `ComplexityController` keyword arguments
+    actor_name: str = CURRICULUM_ACTOR
+    actor_namespace: str | None = None
+    max_tokens_per_turn: int | None = None
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # {env_id: constructor kwargs}
+    max_concurrent_sessions: int = 256
+    step_timeout: float | None = None
+    eps: float = DEFAULT_EPS  # PERPO normalization epsilon
+
+    def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"gymverse.max_turns must be >= 1, got {self.max_turns}")
+        if self.max_tokens_per_turn is not None and self.max_tokens_per_turn < 1:
+            raise ValueError(f"gymverse.max_tokens_per_turn must be >= 1, got {self.max_tokens_per_turn}")
+        if self.horizon is not None:
+            self.build_horizon()  # fail at startup, not inside a Ray worker mid-rollout
+
+    @classmethod
+    def from_config(cls, config: Any) -> GymVerseSettings:
+        """Settings from a full verl config (reads its ``gymverse`` key) or from the section itself."""
+        section: Any = None
+        if config is not None:
+            getter = getattr(config, "get", None)
+            section = getter("gymverse", None) if getter is not None else None
+        return cls.from_dict(_plain(section) or {})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GymVerseSettings:
+        """Settings from a plain mapping; unknown keys raise `ValueError` naming them."""
+        data = dict(_plain(data))
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown gymverse setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def build_horizon(self) -> HorizonSchedule | None:
+        """A fresh horizon schedule from ``horizon`` (None when no schedule is configured)."""
+        if self.horizon is None:
+            return None
+        spec = dict(self.horizon)
+        kind = spec.pop("kind", None)
+        if kind is None:
+            raise ValueError("gymverse.horizon needs a 'kind': fixed, stepwise or adaptive")
+        return horizon_from_state({"kind": kind, "config": spec, "step": 0})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (round-trips through `from_dict`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,204 @@
+"""Helpers shared by the checks: transcript canonicalization, guarded episodes, global-RNG snapshots, wrappers."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gymverse.core import Env, StepResult, Wrapper
+
+#: Attributes every `Env` owns for bookkeeping; the rest of ``vars(env)`` is the generated instance.
+BASE_ATTRS = frozenset(
+    {"_level", "_pending_level", "_seed", "rng", "_max_turns_override", "params", "turn", "done", "_needs_reset"}
+    | {"spec_id"}
+)
+#: Guard for envs whose turn budget is absurd; the per-episode limit never exceeds it unless `max_steps` says so.
+STEP_CAP = 10_000
+
+_ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def canon(obj: Any, depth: int = 0, _stack: frozenset[int] = frozenset()) -> Any:
+    """A comparable, JSON-like form of `obj` (numpy values unboxed, object addresses removed from reprs)."""
+    if obj is None or isinstance(obj, bool | str | int):
+        return obj
+    if isinstance(obj, float):
+        return "nan" if math.isnan(obj) else obj
+    if depth > 12 or id(obj) in _stack:  # cycles and absurd nesting: the type is all we compare
+        return f"<{type(obj).__qualname__}>"
+    stack = _stack | {id(obj)}
+    if isinstance(obj, np.generic):
+        return canon(obj.item(), depth + 1, stack)
+    if isinstance(obj, np.ndarray):
+        return ["ndarray", str(obj.dtype), list(obj.shape), canon(obj.tolist(), depth + 1, stack)]
+    if isinstance(obj, Mapping):
+        items = sorted(obj.items(), key=lambda kv: repr(kv[0]))
+        return {str(k): canon(v, depth + 1, stack) for k, v in items}
+    if isinstance(obj, list | tuple):
+        return [canon(v, depth + 1, stack) for v in obj]
+    if isinstance(obj, set | frozenset):
+        return sorted((canon(v, depth + 1, stack) for v in obj), key=repr)
+    if isinstance(obj, np.random.Generator):
+        return canon(obj.bit_generator.state, depth + 1, stack)
+    if hasattr(obj, "__dict__") and not isinstance(obj, type):
+        return [type(obj).__qualname__, canon(vars(obj), depth + 1, stack)]
+    return _ADDR.sub("", repr(obj))
+
+
+def step_record(res: StepResult, action: str) -> Any:
+    """One transcript entry: the action and everything the env returned."""
+    obs, reward, terminated, truncated, info = res
+    return canon([action, obs, reward, terminated, truncated, info])
+
+
+def first_difference(a: list[Any], b: list[Any]) -> str:
+    """Where two transcripts first differ, shortly."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"entry {i}: {short(x)} != {short(y)}"
+    return f"lengths {len(a)} != {len(b)}"
+
+
+def short(obj: Any, limit: int = 120) -> str:
+    """A repr cut to `limit` characters."""
+    text = repr(obj)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def step_limit(env: Env, max_steps: int | None) -> int:
+    """How many steps an episode may take before the checker gives up on it."""
+    if max_steps is not None:
+        return max_steps
+    return min(max(int(env.max_turns), int(env.metadata.max_turns)), STEP_CAP) + 1
+
+
+def step_type_problem(res: object) -> str | None:
+    """Why `res` is not a well-typed step result, or None."""
+    if not isinstance(res, tuple) or len(res) != 5:
+        return f"step() returned {type(res).__name__}, expected a 5-field StepResult"
+    obs, reward, terminated, truncated, info = res
+    if not isinstance(obs, str):
+        return f"observation is {type(obs).__name__}, expected str"
+    if isinstance(reward, bool) or not isinstance(reward, int | float | np.number):
+        return f"reward is {type(reward).__name__}, expected float"
+    if not math.isfinite(float(reward)):
+        return f"reward is {reward!r}, expected a finite number"
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(flag, bool | np.bool_):
+            return f"{name} is {type(flag).__name__}, expected bool"
+    if not isinstance(info, dict):
+        return f"info is {type(info).__name__}, expected dict"
+    return None
+
+
+@dataclass
+class Episode:
+    """A guarded episode: the actions taken, what came back, and the exception that stopped it, if any."""
+
+    actions: list[str] = field(default_factory=list)
+    steps: list[StepResult] = field(default_factory=list)
+    error: BaseException | None = None
+    limit: int = 0
+
+    @property
+    def done(self) -> bool:
+        """True when the last step ended the episode."""
+        return bool(self.steps) and bool(self.steps[-1][2] or self.steps[-1][3])
+
+
+def run_episode(env: Env, limit: int, policy: str) -> Episode:
+    """Step `env` (already reset) with random actions (`policy="random"`) or its oracle until it ends."""
+    ep = Episode(limit=limit)
+    try:
+        for _ in range(limit):
+            action = env.sample_random_action() if policy == "random" else env.solve()
+            if not isinstance(action, str):
+                raise TypeError(f"{policy} action is {type(action).__name__}, expected str")
+            ep.actions.append(action)
+            res = env.step(action)
+            ep.steps.append(res)
+            if step_type_problem(res) is not None or res[2] or res[3]:
+                break
+    except Exception as err:
+        ep.error = err
+    return ep
+
+
+@dataclass
+class GlobalRngSnapshot:
+    """The state of Python's and NumPy's global generators."""
+
+    py: object
+    np_state: tuple[Any, ...]
+
+    @classmethod
+    def take(cls) -> GlobalRngSnapshot:
+        """Snapshot both global generators now."""
+        return cls(random.getstate(), tuple(np.random.get_state(legacy=True)))  # noqa: NPY002 - reading it is the point
+
+    @staticmethod
+    def restore(snapshot: GlobalRngSnapshot) -> None:
+        """Put both global generators back into `snapshot`'s state."""
+        random.setstate(snapshot.py)  # type: ignore[arg-type]
+        np.random.set_state(snapshot.np_state)  # noqa: NPY002
+
+    @classmethod
+    def sentinel(cls) -> GlobalRngSnapshot:
+        """Move both global generators to a state no env would produce by seeding, and snapshot it.
+
+        Without this, an env that reseeds the global generator with the episode seed leaves the same state after
+        every episode, so a before/after comparison would miss it.
+        """
+        random.seed("gymverse.checker sentinel")
+        np.random.seed(0x6E57_C0DE)  # noqa: NPY002
+        return cls.take()
+
+    def changed(self) -> list[str]:
+        """Which global generators differ from this snapshot."""
+        out = []
+        if random.getstate() != self.py:
+            out.append("random")
+        now: tuple[Any, ...] = tuple(np.random.get_state(legacy=True))  # noqa: NPY002
+        same = now[0] == self.np_state[0] and np.array_equal(now[1], self.np_state[1]) and now[2:] == self.np_state[2:]
+        if not same:
+            out.append("numpy.random")
+        return out
+
+
+class CountingWrapper(Wrapper):
+    """Counts the resets and steps that pass through it, to prove the stack forwards calls."""
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.resets = 0
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Count, then forward."""
+        self.resets += 1
+        return self.env.reset(seed=seed)
+
+    def step(self, action: str) -> StepResult:
+        """Count, then forward."""
+        self.steps += 1
+        return self.env.step(action)
+
+
+class TagWrapper(Wrapper):
+    """Adds a marker to `info`, like observation/reward wrappers in user code do."""
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Forward and tag."""
+        obs, info = self.env.reset(seed=seed)
+        return obs, {**info, "checker_wrapped": True}
+
+    def step(self, action: str) -> StepResult:
+        """Forward and tag."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return StepResult(obs, reward, terminated, truncated, {**info, "checker_wrapped": True})

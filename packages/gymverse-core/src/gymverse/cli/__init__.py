@@ -1,0 +1,135 @@
+"""The `gymverse` command: ``list`` the registered envs, ``play`` one interactively, ``check`` envs for correctness.
+
+Exit codes: 0 success, 1 a check failed, 2 bad usage (unknown id, bad complexity or seed, unloadable file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import IO, NoReturn
+
+from rich.console import Console
+
+from gymverse.complexity import MAX_LEVEL, MIN_LEVEL, check_level
+
+
+class UsageError(Exception):
+    """A user mistake reported as one line and exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) so mistakes are easy to spot in logs."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def complexity_arg(text: str) -> int:
+    """argparse type: a complexity level in 1..10."""
+    try:
+        return check_level(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"complexity must be an integer in {MIN_LEVEL}..{MAX_LEVEL}, got {text!r}"
+        ) from None
+
+
+def seed_arg(text: str) -> int:
+    """argparse type: a non-negative integer seed."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be a non-negative integer, got {text!r}")
+    return value
+
+
+def levels_arg(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated complexity levels such as ``1,5,10``."""
+    return tuple(complexity_arg(part.strip()) for part in text.split(",") if part.strip()) or _empty("levels")
+
+
+def seeds_arg(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated seeds such as ``0,1,2``."""
+    return tuple(seed_arg(part.strip()) for part in text.split(",") if part.strip()) or _empty("seeds")
+
+
+def _empty(what: str) -> NoReturn:
+    raise argparse.ArgumentTypeError(f"{what} must list at least one integer")
+
+
+def positive_int_arg(text: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `gymverse` command."""
+    from gymverse import __version__
+
+    parser = _Parser(prog="gymverse", description="Text environments for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"gymverse {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p_list = sub.add_parser("list", help="show the registered environments")
+    p_list.add_argument("--family", help="only this family (the part of the id before ':')")
+
+    p_play = sub.add_parser("play", help="play an environment from the terminal (or piped stdin)")
+    p_play.add_argument("env_id", metavar="ID", help="registered id such as games:GuessTheNumber")
+    p_play.add_argument("--complexity", "-c", type=complexity_arg, default=1, help="level 1..10 (default 1)")
+    p_play.add_argument("--seed", "-s", type=seed_arg, default=0, help="episode seed (default 0)")
+
+    p_check = sub.add_parser("check", help="run the env checker; exit code 1 when a check fails")
+    p_check.add_argument("env_ids", metavar="ID", nargs="*", help="registered ids to check")
+    p_check.add_argument("--all", action="store_true", help="check every registered env")
+    p_check.add_argument("--path", action="append", default=[], metavar="FILE", help="env file 'path.py[:Class]'")
+    p_check.add_argument("--levels", type=levels_arg, default=(1, 5, 10), help="complexity levels (default 1,5,10)")
+    p_check.add_argument("--seeds", type=seeds_arg, default=(0, 1, 2), help="seeds (default 0,1,2)")
+    p_check.add_argument("--max-steps", type=positive_int_arg, default=None, help="step guard per episode")
+    p_check.add_argument("--json", metavar="OUT", help="also write the reports as JSON to OUT")
+    p_check.add_argument("--verbose", "-v", action="store_true", help="one row per check, passing ones too")
+    return parser
+
+
+def _console(file: IO[str]) -> Console:
+    # Piped output would otherwise be squeezed to 80 columns, wrapping every table cell.
+    width = None if file.isatty() or "COLUMNS" in os.environ else 140
+    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gymverse` command; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version and usage errors
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
+    out = _console(sys.stdout)
+    # Imported here so `gymverse --version` stays fast and commands can import UsageError from this module.
+    from gymverse.cli.commands import cmd_check, cmd_list, cmd_play
+
+    try:
+        if args.command == "list":
+            return cmd_list(args.family, out)
+        if args.command == "play":
+            return cmd_play(args.env_id, args.complexity, args.seed, out, sys.stdin)
+        return cmd_check(args, out, _console(sys.stderr))
+    except UsageError as err:
+        print(f"gymverse {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["UsageError", "build_parser", "main"]

@@ -1,0 +1,7 @@
+"""``python -m gymverse.cli``."""
+
+import sys
+
+from gymverse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,209 @@
+"""Implementations of ``gymverse list``, ``gymverse play`` and ``gymverse check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from gymverse import registry
+from gymverse.checker import CHECK_NAMES, CheckReport, CheckResult, CheckTargetError, check_env
+from gymverse.checker.runner import EPISODE_CHECKS, GLOBAL_CHECKS
+from gymverse.checker.target import Target, resolve_target
+from gymverse.cli import UsageError
+from gymverse.core import Env
+
+
+# ------------------------------------------------------------------------------------------------------------ list
+def _env_class(env_id: str) -> type[Env]:
+    factory = registry.spec(env_id).load()
+    if isinstance(factory, type) and issubclass(factory, Env):
+        return factory
+    env = registry.make(env_id)
+    env.close()
+    return type(env)
+
+
+def format_params(cls: type[Env]) -> str:
+    """Complexity params as ``name v1→v10`` joined by commas."""
+    spec = cls.complexity_spec()
+    table = spec.table()
+    return ", ".join(f"{n} {table[1][n]}→{table[10][n]}" for n in spec.params) or "-"
+
+
+def cmd_list(family: str | None, out: Console) -> int:
+    """Print a table of the registered envs."""
+    ids = registry.list_envs(family)
+    if family is not None and not ids:
+        families = sorted({i.split(":", 1)[0] for i in registry.list_envs()})
+        raise UsageError(f"unknown family {family!r}; known families: {', '.join(families)}")
+    table = Table(title=f"GymVerse environments ({len(ids)})", show_lines=False)
+    for col in ("id", "domain", "description", "max_turns", "complexity params (level 1→10)"):
+        table.add_column(col, overflow="fold")
+    for env_id in ids:
+        try:
+            cls = _env_class(env_id)
+            md = cls.metadata
+            table.add_row(env_id, md.domain, md.description, str(md.max_turns), format_params(cls))
+        except Exception as err:  # one broken plugin must not hide the rest of the list
+            table.add_row(env_id, "?", Text(f"cannot load: {type(err).__name__}: {err}", style="red"), "?", "?")
+    out.print(table)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------------ play
+PLAY_HELP = "commands: ':oracle' lets the oracle move, ':help' shows this, ':quit' ends the session"
+
+
+def cmd_play(env_id: str, complexity: int, seed: int, out: Console, stdin: IO[str]) -> int:
+    """Play one episode reading actions line by line from `stdin`; stops at ':quit' or end of input."""
+    try:
+        env = registry.make(env_id, complexity=complexity)
+    except registry.RegistryError as err:
+        raise UsageError(str(err)) from None
+    interactive = stdin.isatty()
+    with env:
+        obs, _ = env.reset(seed=seed)
+        md = env.metadata
+        out.print(Text(f"{env_id}  complexity={complexity}  seed={seed}  max_turns={env.max_turns}", style="bold"))
+        out.print(Text(f"action format: {md.action_format}   ({PLAY_HELP})", style="dim"))
+        out.print(Panel(Text(obs), title="observation"))
+        total = 0.0
+        while True:
+            if interactive:
+                out.print(f"[bold]turn {env.turn + 1}>[/bold] ", end="")
+            line = stdin.readline()
+            if not line:
+                out.print(Text(f"end of input after {env.turn} turns; episode not finished (return {total:+.2f})"))
+                return 0
+            action = line.rstrip("\r\n")
+            command = action.strip()
+            if command == ":quit":
+                out.print(Text(f"quit after {env.turn} turns (return {total:+.2f})"))
+                return 0
+            if command == ":help":
+                out.print(Text(PLAY_HELP))
+                continue
+            if command == ":oracle":
+                action = env.solve()
+                out.print(Text(f"oracle plays: {action}", style="cyan"))
+            elif not interactive:
+                out.print(Text(f"> {action}", style="cyan"))
+            res = env.step(action)
+            total += res.reward
+            flag = "  (format error)" if res.info.get("format_error") else ""
+            out.print(Text(f"reward {res.reward:+.2f}{flag}", style="yellow" if flag else "green"))
+            out.print(Panel(Text(res.observation), title=f"turn {env.turn}"))
+            if res.done:
+                ended = "terminated" if res.terminated else "truncated"
+                if res.info.get("success") is True:
+                    out.print(Text(f"SUCCESS in {env.turn} turns (return {total:+.2f})", style="bold green"))
+                else:
+                    out.print(Text(f"FAIL: episode {ended} after {env.turn} turns (return {total:+.2f})", style="red"))
+                return 0
+
+
+# ----------------------------------------------------------------------------------------------------------- check
+def _targets(args: argparse.Namespace) -> list[Target]:
+    specs: list[str] = list(args.env_ids)
+    if args.all:
+        specs += [i for i in registry.list_envs() if i not in specs]
+    specs += list(args.path)
+    if not specs:
+        raise UsageError("name env ids to check, or use --all or --path FILE")
+    targets = []
+    for spec in specs:
+        try:
+            targets.append(resolve_target(spec))
+        except CheckTargetError as err:
+            raise UsageError(str(err)) from None
+    return targets
+
+
+def checks_per_target(n_levels: int, n_seeds: int) -> int:
+    """How many results `check_env` produces for one target."""
+    return len(GLOBAL_CHECKS) + len(EPISODE_CHECKS) * n_levels * n_seeds + n_seeds + 1
+
+
+def _reason_cell(results: list[CheckResult]) -> Text:
+    failed = [r for r in results if not r.passed]
+    if not failed:
+        return Text(results[0].reason if len(results) == 1 else "", style="dim")
+    first = failed[0]
+    where = f"[{first.where}] " if first.where else ""
+    more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+    return Text(f"{where}{first.reason}{more}", style="red")
+
+
+def render_reports(reports: list[CheckReport], out: Console, verbose: bool = False) -> None:
+    """One table: a row per env when everything passed, else a row per failing check with its first reason."""
+    table = Table(title="gymverse check", show_lines=True)
+    table.add_column("env", overflow="fold")
+    table.add_column("check")
+    table.add_column("result", justify="right")
+    table.add_column("reason (first failure)", overflow="fold")
+    for rep in reports:
+        names = [n for n in CHECK_NAMES if rep.by_name(n)]
+        shown = names if verbose else rep.failed_names()
+        if not shown:
+            n = len(rep.results)
+            table.add_row(rep.target, "all", Text(f"✓ {n}/{n}", style="green"), "")
+            continue
+        for i, name in enumerate(shown):
+            results = rep.by_name(name)
+            n_ok = sum(r.passed for r in results)
+            mark = Text(f"✓ {n_ok}/{len(results)}", style="green")
+            if n_ok < len(results):
+                mark = Text(f"✗ {len(results) - n_ok}/{len(results)} failed", style="red")
+            table.add_row(rep.target if i == 0 else "", name, mark, _reason_cell(results))
+    out.print(table)
+    n_pass = sum(r.passed for r in reports)
+    style = "bold green" if n_pass == len(reports) else "bold red"
+    out.print(Text(f"{n_pass}/{len(reports)} environments passed every check", style=style))
+
+
+def reports_json(reports: list[CheckReport]) -> dict[str, Any]:
+    """The JSON document written by ``--json``."""
+    return {"passed": all(r.passed for r in reports), "reports": [r.to_dict() for r in reports]}
+
+
+def cmd_check(args: argparse.Namespace, out: Console, err_console: Console) -> int:
+    """Run the checker over the requested targets, print the table, optionally write JSON."""
+    targets = _targets(args)
+    per_target = checks_per_target(len(set(args.levels)), len(args.seeds))
+    reports: list[CheckReport] = []
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task("checking", total=per_target * len(targets))
+        for tgt in targets:
+            progress.update(task, description=f"checking {tgt.label}")
+            report = check_env(
+                tgt.label,  # resolved above only to fail fast on a bad spec
+                levels=args.levels,
+                seeds=args.seeds,
+                max_steps=args.max_steps,
+                on_result=lambda _r: progress.advance(task),
+            )
+            reports.append(report)
+    render_reports(reports, out, verbose=args.verbose)
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(reports_json(reports), indent=2) + "\n")
+        out.print(Text(f"wrote {path}", style="dim"))
+    return 0 if all(r.passed for r in reports) else 1

@@ -1,0 +1,1 @@
+"""Interop with other env ecosystems (GEM: `gymverse.compat.gem`)."""

@@ -1,0 +1,381 @@
+r"""GEM interop: run any object with GEM's ``reset/step`` contract, or a GEM-style env file, as a GymVerse `Env`.
+
+GEM (pypi ``gem-llm``) envs subclass ``gem.core.Env``: ``reset(seed=None) -> (obs, info)``,
+``step(action) -> (obs, reward, terminated, truncated, info)``, ``sample_random_action()``. Two differences from
+GymVerse matter and are handled explicitly here:
+
+* **Success.** GEM has no success flag; many envs only return ``LanguageGameReward.success_reward`` on the winning
+  step. `GemEnvAdapter` takes ``info["success"]`` when the GEM env reports it. Inferring success from the reward
+  is a heuristic and is off by default: pass ``success_from="reward"`` (terminating step with reward ==
+  `success_reward`), ``"info_or_reward"`` (info when present, else the reward rule) or a callable.
+* **Randomness.** GEM envs draw from the *global* ``random`` / ``numpy.random`` and ``reset(seed)`` reseeds them.
+  With ``isolate_global_rng=True`` (default) the adapter gives each instance private global-generator states,
+  swapped in around every call into the GEM object (under a process-wide lock) and swapped out afterwards: the
+  caller's global generators are untouched, same seed + same actions gives the same transcript, and
+  `get_state`/`clone` branch the GEM randomness too. ``reset(seed=s)`` passes `s` to the GEM env unchanged (same
+  episode as calling GEM directly); ``reset()`` passes a seed drawn from the adapter's own RNG.
+
+Complexity: GEM envs have no level knob. Pass ``complexity_kwargs={level: constructor_kwargs}`` (a level without
+an entry uses the nearest lower entry, or the lowest one) or a callable ``level -> kwargs``, together with a
+`factory`; the GEM object is rebuilt at the first reset after the level changes. Without it the complexity is
+*fixed*: `set_complexity` is recorded (curricula keep working) but changes nothing, and every reset/step info says
+``complexity_fixed: True`` so evaluations can tell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import math
+import random
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+import numpy as np
+
+from gymverse.compat._gem_shim import LanguageGameReward, gem_modules
+from gymverse.complexity import check_level
+from gymverse.core import Domain, Env, EnvMetadata, StepResult
+
+SuccessRule = Literal["info", "reward", "info_or_reward"] | Callable[[Any, float, bool, bool, Mapping[str, Any]], bool]
+ComplexityKwargs = Mapping[int, Mapping[str, Any]] | Callable[[int], Mapping[str, Any]]
+_RULES = ("info", "reward", "info_or_reward")
+_GLOBAL_RNG_LOCK = threading.RLock()
+
+
+class GemLoadError(RuntimeError):
+    """A GEM env (file) could not be loaded or built."""
+
+
+class _GlobalRngScope:
+    """Private states for the global ``random`` and ``numpy.random`` generators of one adapter."""
+
+    def __init__(self, seed: int) -> None:
+        self.py_state = random.Random(seed).getstate()
+        self.np_state = np.random.RandomState(seed).get_state()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Swap the private states in for the duration of the block (the legacy global API is the point here)."""
+        with _GLOBAL_RNG_LOCK:
+            saved_py, saved_np = random.getstate(), np.random.get_state()  # noqa: NPY002
+            random.setstate(self.py_state)
+            np.random.set_state(self.np_state)  # noqa: NPY002
+            try:
+                yield
+            finally:
+                self.py_state, self.np_state = random.getstate(), np.random.get_state()  # noqa: NPY002
+                random.setstate(saved_py)
+                np.random.set_state(saved_np)  # noqa: NPY002
+
+
+class GemEnvAdapter(Env):
+    """Run a GEM env (any object with GEM's ``reset``/``step`` contract) as a GymVerse `Env`.
+
+    Args:
+        obj: a built GEM env; or None together with `factory`.
+        factory: builds the GEM env from keyword arguments (e.g. its class); needed for `complexity_kwargs`.
+        kwargs: constructor kwargs for `factory` (merged under the per-level kwargs).
+        complexity_kwargs: level -> extra constructor kwargs (mapping or callable); see the module docstring.
+        name, family, domain, description: metadata (defaults: the GEM class name, ``"gem"``, ``"other"``).
+        success_from: ``"info"`` (default), ``"reward"``, ``"info_or_reward"`` or ``f(obs, reward, terminated,
+            truncated, info) -> bool``.
+        success_reward: the reward that counts as success for the reward rule (GEM's default 1.0).
+        format_error_reward: when set (e.g. ``LanguageGameReward.format_error_reward``), a step with exactly this
+            reward is marked ``info["format_error"] = True`` so format-error statistics cover GEM envs; off by
+            default because the reward alone cannot tell a format error from an ordinary penalty.
+        isolate_global_rng: give the GEM code private global-generator states (see the module docstring).
+        use_shim: serve the ``gem`` shim while GEM code runs (set by `load_gem_env_file`; None: never).
+        complexity, seed, max_turns: as for `Env`; `max_turns` defaults to the GEM object's ``max_turns``.
+    """
+
+    def __init__(
+        self,
+        obj: Any = None,
+        *,
+        factory: Callable[..., Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        complexity_kwargs: ComplexityKwargs | None = None,
+        name: str | None = None,
+        family: str = "gem",
+        domain: Domain = "other",
+        description: str | None = None,
+        success_from: SuccessRule = "info",
+        success_reward: float = LanguageGameReward.success_reward,
+        format_error_reward: float | None = None,
+        isolate_global_rng: bool = True,
+        use_shim: bool | None = None,
+        complexity: int = 1,
+        seed: int | None = None,
+        max_turns: int | None = None,
+    ) -> None:
+        super().__init__(complexity=complexity, seed=seed, max_turns=max_turns)
+        if (obj is None) == (factory is None):
+            raise ValueError("pass exactly one of obj (a built GEM env) or factory (to build one)")
+        if complexity_kwargs is not None and factory is None:
+            raise ValueError("complexity_kwargs needs a factory to rebuild the GEM env at a new level")
+        if not callable(success_from) and success_from not in _RULES:
+            raise ValueError(f"success_from must be one of {_RULES} or a callable, got {success_from!r}")
+        if isinstance(complexity_kwargs, Mapping):
+            if not complexity_kwargs:
+                raise ValueError("complexity_kwargs is empty; give kwargs for at least one level")
+            complexity_kwargs = {check_level(k): dict(v) for k, v in complexity_kwargs.items()}
+        self._factory = factory
+        self._kwargs = dict(kwargs or {})
+        self._complexity_kwargs = complexity_kwargs
+        self._success_from = success_from
+        self._success_reward = float(success_reward)
+        self._format_error_reward = None if format_error_reward is None else float(format_error_reward)
+        self._use_shim = use_shim
+        self._rng_scope = _GlobalRngScope(int(self.rng.integers(0, 2**32 - 1))) if isolate_global_rng else None
+        self._reset_seed: int | None = None
+        self._built_level: int | None = None
+        self._gem = obj if obj is not None else self._build(self._level)
+        cls_name = type(self._gem).__name__
+        doc = (type(self._gem).__doc__ or "").strip().splitlines()
+        self._metadata = EnvMetadata(
+            name=name or cls_name,
+            family=family,
+            domain=domain,
+            description=description or (doc[0] if doc else f"GEM environment {cls_name}"),
+            action_format="free text, parsed by the GEM env",
+            max_turns=100,
+            reward_range=(LanguageGameReward.format_error_reward, self._success_reward),
+            extra={"source": "gem", "gem_class": f"{type(self._gem).__module__}.{cls_name}"},
+        )
+
+    # ----------------------------------------------------------------- plumbing
+    @contextmanager
+    def _gem_call(self) -> Iterator[None]:
+        rng = self._rng_scope.active() if self._rng_scope is not None else nullcontext()
+        mods = gem_modules(True) if self._use_shim else nullcontext()
+        with mods, rng:
+            yield
+
+    def _level_kwargs(self, level: int) -> dict[str, Any]:
+        ck = self._complexity_kwargs
+        if ck is None:
+            return {}
+        if callable(ck):
+            extra = ck(level)
+            if not isinstance(extra, Mapping):
+                raise TypeError(f"complexity_kwargs({level}) returned {type(extra).__name__}, expected a mapping")
+            return dict(extra)
+        keys = sorted(ck)
+        below = [k for k in keys if k <= level]
+        return dict(ck[below[-1] if below else keys[0]])
+
+    def _build(self, level: int) -> Any:
+        assert self._factory is not None
+        kwargs = {**self._kwargs, **self._level_kwargs(level)}
+        fname = getattr(self._factory, "__name__", repr(self._factory))
+        try:
+            with self._gem_call():
+                obj = self._factory(**kwargs)
+        except Exception as err:
+            raise GemLoadError(f"building {fname}(**{kwargs!r}) failed: {type(err).__name__}: {err}") from err
+        self._built_level = level
+        return obj
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def metadata(self) -> EnvMetadata:  # type: ignore[override]
+        """Metadata derived from the GEM class (or the constructor arguments)."""
+        return self._metadata
+
+    @property
+    def gem_env(self) -> Any:
+        """The wrapped GEM object (live)."""
+        return self._gem
+
+    @property
+    def complexity_fixed(self) -> bool:
+        """True when levels do not change the GEM env (no `complexity_kwargs`)."""
+        return self._complexity_kwargs is None
+
+    @property
+    def max_turns(self) -> int:
+        """Constructor override, else the GEM object's ``max_turns``, else 100 (GEM envs end episodes themselves)."""
+        if self._max_turns_override is not None:
+            return self._max_turns_override
+        gem_max = getattr(self._gem, "max_turns", None)
+        if isinstance(gem_max, int | np.integer) and not isinstance(gem_max, bool) and gem_max > 0:
+            return int(gem_max)
+        return self.metadata.max_turns
+
+    # ----------------------------------------------------------------- episode API
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode; an explicit `seed` is also the GEM env's seed."""
+        self._reset_seed = seed
+        return super().reset(seed=seed)
+
+    def _reset(self) -> tuple[str, dict[str, Any]]:
+        if self._complexity_kwargs is not None and self._built_level != self._level:
+            self._gem = self._build(self._level)
+        gem_seed = self._reset_seed if self._reset_seed is not None else int(self.rng.integers(0, 2**31 - 1))
+        with self._gem_call():
+            if self._rng_scope is not None:
+                # GEM envs that ignore the seed still get reproducible global generators.
+                random.seed(gem_seed)
+                np.random.seed(gem_seed % 2**32)  # noqa: NPY002
+            obs, info = self._gem.reset(seed=gem_seed)
+        out = dict(info) if isinstance(info, Mapping) else {"gem_info": info}
+        out["gem_seed"] = gem_seed
+        out["complexity_fixed"] = self.complexity_fixed
+        return str(obs), out
+
+    def _step(self, action: str) -> StepResult:
+        with self._gem_call():
+            obs, reward, terminated, truncated, info = self._gem.step(action)
+        out = dict(info) if isinstance(info, Mapping) else {"gem_info": info}
+        out["complexity_fixed"] = self.complexity_fixed
+        reward = float(reward)
+        if self._format_error_reward is not None and math.isclose(reward, self._format_error_reward, abs_tol=1e-9):
+            out["format_error"] = True
+        if terminated or truncated:
+            out["success"], out["success_source"] = self._judge(obs, reward, bool(terminated), bool(truncated), out)
+        return StepResult(str(obs), reward, bool(terminated), bool(truncated), out)
+
+    def _judge(
+        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> tuple[bool, str]:
+        rule = self._success_from
+        if callable(rule):
+            return bool(rule(obs, reward, terminated, truncated, info)), "callable"
+        if rule in ("info", "info_or_reward") and "success" in info:
+            return bool(info["success"]), "info"
+        if rule in ("reward", "info_or_reward"):
+            hit = terminated and math.isclose(reward, self._success_reward, rel_tol=0.0, abs_tol=1e-9)
+            return hit, "reward"
+        return False, "none"
+
+    def solve(self) -> str:
+        """The GEM object's ``solve()`` if it has one; GEM envs usually have no oracle."""
+        fn = getattr(self._gem, "solve", None)
+        if not callable(fn):
+            raise NotImplementedError(f"{self.metadata.name} (GEM) has no oracle: the GEM env defines no solve()")
+        with self._gem_call():
+            return str(fn())
+
+    def sample_random_action(self) -> str:
+        """The GEM env's random action (falls back to a random boxed digit when it defines none)."""
+        try:
+            with self._gem_call():
+                return str(self._gem.sample_random_action())
+        except (NotImplementedError, AttributeError):
+            return super().sample_random_action()
+
+    def close(self) -> None:
+        """Close the GEM object if it can be closed."""
+        fn = getattr(self._gem, "close", None)
+        if callable(fn):
+            with self._gem_call():
+                fn()
+
+    def __repr__(self) -> str:
+        return f"<GemEnvAdapter {self.metadata.name} complexity={self.complexity}>"
+
+
+# ----------------------------------------------------------------- GEM-style env files
+def _import_file(path: Path, use_shim: bool | None) -> tuple[ModuleType, bool]:
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    mod_name = f"gymverse_gem_file_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise GemLoadError(f"{path}: not a loadable Python file")
+    module = importlib.util.module_from_spec(spec)
+    with gem_modules(use_shim) as shimmed:
+        # registered only while it executes (dataclasses and typing look it up there), then removed again
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as err:
+            raise GemLoadError(f"{path}:{err.lineno}: syntax error: {err.msg}") from err
+        except ImportError as err:
+            hint = ""
+            if shimmed and (err.name or "").startswith("gem"):
+                hint = (
+                    " (gem-llm is not installed; GymVerse's stand-in provides only gem.core, gem.utils.constants, "
+                    "gem.utils.seeding and gem.utils.parsing: install gem-llm for the rest)"
+                )
+            raise GemLoadError(f"{path}: import failed: {err}{hint}") from err
+        except Exception as err:
+            raise GemLoadError(f"{path}: executing the file raised {type(err).__name__}: {err}") from err
+        finally:
+            sys.modules.pop(mod_name, None)
+    return module, shimmed
+
+
+def _pick_class(module: ModuleType, path: Path, class_name: str | None) -> type:
+    defined = [obj for obj in vars(module).values() if isinstance(obj, type) and obj.__module__ == module.__name__]
+    if class_name is not None:
+        cls = getattr(module, class_name, None)
+        if not isinstance(cls, type):
+            names = ", ".join(sorted(c.__name__ for c in defined)) or "none"
+            raise GemLoadError(f"{path}: no class {class_name!r} (classes defined there: {names})")
+        return cls
+    envs = [
+        c for c in defined
+        if callable(getattr(c, "reset", None)) and callable(getattr(c, "step", None)) and not inspect.isabstract(c)
+    ]  # fmt: skip
+    if len(envs) != 1:
+        found = ", ".join(sorted(c.__name__ for c in envs)) or "none"
+        raise GemLoadError(
+            f"{path}: expected exactly one env class with reset() and step(), found {found}; pass class_name="
+        )
+    return envs[0]
+
+
+def load_gem_env_file(
+    path: str | Path,
+    class_name: str | None = None,
+    *,
+    complexity_kwargs: ComplexityKwargs | None = None,
+    success_from: SuccessRule = "info",
+    success_reward: float = LanguageGameReward.success_reward,
+    format_error_reward: float | None = None,
+    family: str = "gem",
+    name: str | None = None,
+    complexity: int = 1,
+    seed: int | None = None,
+    use_shim: bool | None = None,
+    **kwargs: Any,
+) -> GemEnvAdapter:
+    """Load a GEM-style env file (works without gem-llm installed) and return it as a GymVerse `Env`.
+
+    The file is executed as a fresh module; ``gem.*`` imports are served by the real package when installed,
+    otherwise by GymVerse's stand-in (`gymverse.compat._gem_shim`), which is in ``sys.modules`` only while the
+    file's code runs (import, construction, reset, step). `class_name` picks the env class when the file defines
+    several. Remaining `kwargs` go to the env's constructor; the other arguments are `GemEnvAdapter`'s.
+    Errors (missing file, syntax, imports, constructor) raise `GemLoadError` naming the file.
+    """
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise GemLoadError(f"{p}: no such file")
+    module, shimmed = _import_file(p, use_shim)
+    cls = _pick_class(module, p, class_name)
+    try:
+        return GemEnvAdapter(
+            factory=cls,
+            kwargs=kwargs,
+            complexity_kwargs=complexity_kwargs,
+            name=name,
+            family=family,
+            success_from=success_from,
+            success_reward=success_reward,
+            format_error_reward=format_error_reward,
+            use_shim=True if shimmed else None,
+            complexity=complexity,
+            seed=seed,
+        )
+    except GemLoadError as err:
+        raise GemLoadError(f"{p}: {err}") from err.__cause__
+
+
+__all__ = ["GemEnvAdapter", "GemLoadError", "SuccessRule", "load_gem_env_file"]

@@ -1,0 +1,142 @@
+"""`Sandbox`: run Python source or an importable callable in a fresh, isolated, resource-limited process."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gymverse.sandbox import _isolation, _supervise
+from gymverse.sandbox.config import SandboxLimits, SandboxResult
+
+
+def isolation_support() -> dict[str, bool]:
+    """What this machine allows: ``uid`` (per-job unprivileged uid), ``netns``, ``mountns``, ``userns``."""
+    support = _isolation.probe() if sys.platform.startswith("linux") else {}
+    return {"uid": _isolation.is_root(), **support}
+
+
+def build_spec(
+    mode: str,
+    *,
+    source: str | None = None,
+    target: str | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    limits: SandboxLimits,
+    env: Mapping[str, str] | None = None,
+    drop_privileges: bool = True,
+    readable_paths: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The JSON job description a child executes (validated here so bad input fails in the caller)."""
+    if mode == "source":
+        if not isinstance(source, str):
+            raise TypeError(f"sandbox source must be a str, got {type(source).__name__}")
+    elif mode == "callable":
+        if not isinstance(target, str) or ":" not in target:
+            raise ValueError(f"callable target must look like 'package.module:function', got {target!r}")
+    else:
+        raise ValueError(f"unknown sandbox mode {mode!r}")
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"sandbox env must map str to str, got {key!r}: {value!r}")
+    support = isolation_support()
+    uid = _isolation.fresh_uid() if drop_privileges and support.get("uid") else None
+    spec: dict[str, Any] = {
+        "mode": mode,
+        "source": source,
+        "target": target,
+        "args": list(args),
+        "kwargs": dict(kwargs or {}),
+        "limits": limits.to_spec(),
+        "env": dict(env or {}),
+        "uid": uid,
+        "sys_path": [_supervise.package_root(), *(p for p in sys.path if p)],
+        "readable_paths": [str(p) for p in readable_paths],
+    }
+    try:
+        json.dumps(spec)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"sandbox callable arguments must be JSON-serializable: {exc}") from exc
+    return spec
+
+
+def mounts_available(spec: dict[str, Any]) -> bool:
+    """Whether the private-mount plan can be applied for this spec on this machine."""
+    support = isolation_support()
+    return bool(support.get("mountns")) and (spec["uid"] is not None or bool(support.get("userns")))
+
+
+def execute(spec: dict[str, Any], files: Mapping[str, str | bytes] | None = None) -> SandboxResult:
+    """Run one job spec in a freshly exec'd interpreter and supervise it to the end."""
+    start = time.monotonic()
+    _supervise.prepare(spec, dict(files or {}), mounts_available(spec))
+    try:
+        pid, out_r, err_r, res_r = _supervise.spawn_exec(spec)
+        return SandboxResult.from_dict(_supervise.supervise(pid, (out_r, err_r, res_r), spec, start))
+    finally:
+        _supervise.cleanup(spec)
+
+
+class Sandbox:
+    """Runs untrusted Python in a fresh process per call, under `limits`.
+
+    ``drop_privileges`` (default on) gives each job its own unprivileged uid when we run as root; this is what
+    makes the process limit and the kill-everything-on-exit guarantee hold for root. ``readable_paths`` are extra
+    paths the job must be able to read (the interpreter and ``sys.path`` are always made readable).
+    """
+
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        drop_privileges: bool = True,
+        readable_paths: Sequence[str] = (),
+    ) -> None:
+        self.limits = limits or SandboxLimits()
+        self.drop_privileges = drop_privileges
+        self.readable_paths = list(readable_paths)
+
+    def run(
+        self,
+        source: str,
+        *,
+        limits: SandboxLimits | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> SandboxResult:
+        """Execute Python `source`; the value of a trailing expression becomes the return value."""
+        spec = build_spec(
+            "source",
+            source=source,
+            limits=limits or self.limits,
+            env=env,
+            drop_privileges=self.drop_privileges,
+            readable_paths=self.readable_paths,
+        )
+        return execute(spec, files)
+
+    def call(
+        self,
+        target: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        limits: SandboxLimits | None = None,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> SandboxResult:
+        """Call ``"package.module:function"`` with JSON arguments; its JSON result is the return value."""
+        spec = build_spec(
+            "callable",
+            target=target,
+            args=args,
+            kwargs=kwargs,
+            limits=limits or self.limits,
+            env=env,
+            drop_privileges=self.drop_privileges,
+            readable_paths=self.readable_paths,
+        )
+        return execute(spec, files)

@@ -1,0 +1,167 @@
+"""MCP tool: calls tools of a Model Context Protocol server with the official `mcp` SDK.
+
+The agent writes ``<mcp>{"name": "tool_name", "arguments": {...}}</mcp>``. One connection (stdio subprocess or
+streamable HTTP) is opened on first use and reused for every call; it lives in a private event-loop thread so the
+tool is usable from synchronous env code. Every call has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gymverse.tools.base import Tool, ToolCallError, extract_tag, trim
+
+
+class MCPTool(Tool):
+    """`server` is a URL (streamable HTTP) or a command list (stdio, e.g. ``[sys.executable, "server.py"]``)."""
+
+    name = "mcp"
+
+    def __init__(
+        self,
+        server: str | Sequence[str],
+        *,
+        timeout: float = 10.0,
+        connect_timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        max_output_chars: int = 2000,
+    ) -> None:
+        if isinstance(server, str):
+            if not server.startswith(("http://", "https://")):
+                raise ValueError(f"MCP server must be an http(s) URL or a command list, got {server!r}")
+        elif not server:
+            raise ValueError("MCP server command list is empty")
+        self.server = server
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.env = dict(env or {})
+        self.max_output_chars = max_output_chars
+        self.connections = 0  # how many times a connection was opened (reuse keeps this at 1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._stop: asyncio.Event | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ connection
+    async def _hold(self, ready: asyncio.Future[None]) -> None:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        target: Any = self.server
+        if not isinstance(self.server, str):
+            cmd = list(self.server)
+            target = StdioServerParameters(command=cmd[0], args=cmd[1:], env=self.env or None)
+        self._stop = asyncio.Event()
+        try:
+            async with Client(target, read_timeout_seconds=self.timeout) as client:
+                self._client = client
+                self.connections += 1
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+        finally:
+            self._client = None
+
+    def _ensure(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                return
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="gymverse-mcp")
+                self._thread.start()
+            loop = self._loop
+
+            async def connect() -> None:
+                ready: asyncio.Future[None] = loop.create_future()
+                task = loop.create_task(self._hold(ready))
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())  # silence "never retrieved"
+                await ready
+
+            asyncio.run_coroutine_threadsafe(connect(), loop).result(self.connect_timeout)
+
+    def _run(self, coro_fn: Any, timeout: float) -> Any:
+        self._ensure()
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro_fn(self._client), self._loop).result(timeout)
+
+    # ------------------------------------------------------------------ API
+    def list_tools(self) -> list[str]:
+        """Names of the server's tools."""
+
+        async def go(client: Any) -> list[str]:
+            return [t.name for t in (await client.list_tools()).tools]
+
+        result: list[str] = self._run(go, self.timeout + 1)
+        return result
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        """Call tool `name`; returns its text content, or an error message (never raises)."""
+
+        async def go(client: Any) -> Any:
+            return await client.call_tool(name, dict(arguments or {}), read_timeout_seconds=self.timeout)
+
+        try:
+            result = self._run(go, self.timeout + 2)
+        except TimeoutError:
+            return f"MCP error: tool {name!r} did not answer within {self.timeout} s."
+        except Exception as exc:
+            if "timed out" in str(exc):
+                return f"MCP error: tool {name!r} did not answer within {self.timeout} s."
+            return f"MCP error: calling {name!r} failed: {type(exc).__name__}: {exc}"
+        parts = [getattr(c, "text", None) or json.dumps(c.model_dump(mode="json")) for c in result.content]
+        text = "\n".join(parts)
+        if result.is_error:
+            return trim(f"MCP tool error: {text}", self.max_output_chars)
+        return trim(text, self.max_output_chars) or "(no output)"
+
+    def parse(self, action: str) -> str | None:
+        """The JSON call inside ``<mcp>...</mcp>``, validated."""
+        payload = extract_tag(action, "mcp")
+        if payload is None:
+            return None
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(f"the <mcp> call is not valid JSON ({exc.msg})") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise ToolCallError('the <mcp> call must be {"name": "<tool>", "arguments": {...}}')
+        if not isinstance(data.get("arguments", {}), dict):
+            raise ToolCallError('"arguments" of the <mcp> call must be a JSON object')
+        return payload
+
+    def execute(self, payload: str) -> str:
+        """Run a parsed call."""
+        data = json.loads(payload)
+        return self.call(data["name"], data.get("arguments", {}))
+
+    def instruction(self) -> str:
+        """How to call it."""
+        return 'To call an MCP tool, write <mcp>{"name": "<tool>", "arguments": {...}}</mcp>.'
+
+    def close(self) -> None:
+        """Close the connection and stop the loop thread."""
+        loop, stop = self._loop, self._stop
+        if loop is None:
+            return
+        if stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+
+        async def drain() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            await asyncio.wait(tasks, timeout=5) if tasks else None
+
+        asyncio.run_coroutine_threadsafe(drain(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        loop.close()
+        self._loop = self._thread = None

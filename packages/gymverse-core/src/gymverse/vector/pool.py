@@ -1,0 +1,208 @@
+"""Episode-level async sessions: ``session = await pool.session(env_id, seed=..., complexity=...)``.
+
+Per-episode rollout engines (verl agent loops, OpenRLHF agent instances, RL2 env steps) run one coroutine per
+episode with no lockstep barrier. `EnvPool` bounds how many sessions are open at once and runs blocking envs in a
+shared thread pool (native ``async def astep/areset`` envs are awaited directly). The pool is bound to no event
+loop: sessions may be opened from any running loop, including several loops in different threads at once.
+Failures are contained as in the vector backends: a raising or hung env ends the episode with ``truncated=True``
+and ``info["error"]``, and the next ``reset`` builds a fresh env.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gymverse.complexity import check_level
+from gymverse.core import StepResult
+from gymverse.vector.aio import is_native_async
+from gymverse.vector.base import base_seeds
+from gymverse.vector.faults import StepTimeout, VectorError
+from gymverse.vector.slot import EnvRecipe, EnvSlot, WrapperFn
+
+
+class _Limiter:
+    """A counting semaphore usable from any event loop (asyncio's own binds to one loop)."""
+
+    def __init__(self, permits: int) -> None:
+        self._lock = threading.Lock()
+        self._free = permits
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            with self._lock:
+                if (loop, fut) in self._waiters:
+                    self._waiters.remove((loop, fut))
+            raise  # a permit already handed over is returned by `_grant`, which sees the cancelled future
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters:
+                loop, fut = self._waiters.popleft()
+                loop.call_soon_threadsafe(self._grant, fut)
+                return
+            self._free += 1
+
+    def _grant(self, fut: asyncio.Future[None]) -> None:
+        if fut.done():  # cancelled while the permit was in flight: pass it on
+            self.release()
+        else:
+            fut.set_result(None)
+
+
+class EnvSession:
+    """One env for one rollout coroutine: ``await reset()``, ``await step(text)``, ``await close()``."""
+
+    def __init__(self, pool: EnvPool, slot: EnvSlot) -> None:
+        self._pool = pool
+        self._slot = slot
+        self.closed = False
+
+    @property
+    def env_id(self) -> str:
+        """The session's env id."""
+        return self._slot.recipe.env_id
+
+    async def _call(self, method: str, arg: Any) -> Any:
+        env = self._slot._env()
+        if is_native_async(env):
+            aw = getattr(env, "a" + method)(arg)
+        else:
+            aw = asyncio.get_running_loop().run_in_executor(self._pool._executor, getattr(env, method), arg)
+        if self._pool.step_timeout is None:
+            return await aw
+        try:
+            return await asyncio.wait_for(aw, self._pool.step_timeout)
+        except TimeoutError:
+            raise StepTimeout(f"env call exceeded step_timeout={self._pool.step_timeout}s") from None
+
+    async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode (a seed reseeds; None continues the env's RNG); a failure is reported in the info."""
+        self._check()
+        slot = self._slot
+        slot.use_seed(seed)
+        slot.episode += 1
+        try:
+            _, reset_seed = slot.prepare_reset()
+            obs, info = await self._call("reset", reset_seed)
+            slot.reset_done(slot._env())
+            return obs, info
+        except Exception as exc:
+            return slot.reset_failed(exc)
+
+    async def step(self, action: str) -> StepResult:
+        """Apply one action; env failures end the episode (truncated, ``info["error"]``) instead of raising."""
+        self._check()
+        slot = self._slot
+        if slot.ended:
+            raise VectorError(f"session {self.env_id}: the episode is over (or never started); call reset() first")
+        try:
+            result = StepResult(*await self._call("step", action))
+        except Exception as exc:
+            result = StepResult(*slot.fail_step(exc))
+        slot.finish(result.terminated, result.truncated)
+        return result
+
+    def _check(self) -> None:
+        if self.closed:
+            raise VectorError(f"session {self.env_id} is closed")
+
+    async def close(self) -> None:
+        """Close the env and free the pool slot (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._slot.close()
+        self._pool._release()
+
+    async def __aenter__(self) -> EnvSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class EnvPool:
+    """Hands out `EnvSession`s, at most `max_concurrency` open at once (further `session()` calls wait)."""
+
+    def __init__(
+        self,
+        max_concurrency: int = 64,
+        *,
+        max_workers: int | None = None,
+        step_timeout: float | None = None,
+        wrappers: Sequence[WrapperFn] = (),
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if step_timeout is not None and step_timeout <= 0:
+            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        self.max_concurrency = max_concurrency
+        self.step_timeout = step_timeout
+        self.wrappers = tuple(wrappers)
+        self._limiter = _Limiter(max_concurrency)
+        self._executor = ThreadPoolExecutor(
+            max_workers=max_workers or min(max_concurrency, 64), thread_name_prefix="gymverse-session"
+        )
+        self._recipes: dict[tuple[str, tuple[tuple[str, Any], ...]], EnvRecipe] = {}
+        self._count_lock = threading.Lock()
+        self.active = 0
+        self.closed = False
+
+    def _recipe(self, env_id: str, kwargs: Mapping[str, Any]) -> EnvRecipe:
+        key = (env_id, tuple(sorted(kwargs.items())))
+        try:
+            return self._recipes[key]
+        except (KeyError, TypeError):  # TypeError: unhashable kwargs; resolve without caching
+            recipe = EnvRecipe.resolve(env_id, kwargs, self.wrappers)
+            with contextlib.suppress(TypeError):
+                self._recipes[key] = recipe
+            return recipe
+
+    async def session(
+        self, env_id: str, seed: int | None = None, complexity: int | None = None, **env_kwargs: Any
+    ) -> EnvSession:
+        """Open a session on `env_id` (waits while `max_concurrency` sessions are open)."""
+        if self.closed:
+            raise VectorError("EnvPool is closed")
+        recipe = self._recipe(env_id, env_kwargs)  # unknown ids fail here, before taking a permit
+        level = check_level(complexity) if complexity is not None else None
+        await self._limiter.acquire()
+        with self._count_lock:
+            self.active += 1
+        slot = EnvSlot(recipe, base_seeds(seed, 1)[0], "disabled")
+        if level is not None:
+            slot.set_complexity(level)
+        return EnvSession(self, slot)
+
+    def _release(self) -> None:
+        with self._count_lock:
+            self.active -= 1
+        self._limiter.release()
+
+    def close(self) -> None:
+        """Stop the worker threads (open sessions can no longer run blocking envs); idempotent."""
+        if not self.closed:
+            self.closed = True
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

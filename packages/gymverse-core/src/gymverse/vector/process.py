@@ -1,0 +1,250 @@
+"""`ProcessVecEnv`: envs hosted by worker processes, several per worker, over pipes.
+
+Each worker gets one message per vector call with its whole share of the batch, so IPC is amortized over the
+envs it hosts. The parent supervises while it waits: a worker that dies (SIGKILL, segfault, OOM) or whose current
+env call exceeds ``step_timeout`` is killed and replaced; the env that was running ends its episode truncated
+with ``info["error"]``; every other env of that worker is rebuilt in the new worker by replaying its episode from
+the parent's ledger, then stepped again, so its transcript is exactly what it would have been.
+
+Start method: ``forkserver`` by default (safe with threads in the parent, and a replacement worker forks from a
+warm server that already imported GymVerse); ``spawn`` also works; ``fork`` is faster to start but unsafe once
+the parent runs threads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import wait as mp_wait
+from typing import Any
+
+from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.faults import InjectedFault, ReplayLedger, StepTimeout, VectorError, WorkerCrashed
+from gymverse.vector.slot import EnvRecipe
+from gymverse.vector.worker import worker_main
+
+_START_METHODS = ("forkserver", "spawn", "fork")
+_RESTORE_TIMEOUT = 120.0
+
+
+@dataclass
+class _Worker:
+    proc: Any
+    conn: Any
+    cursor: Any
+    indices: list[int]
+
+
+def _split(n: int, workers: int) -> list[list[int]]:
+    """Contiguous, near-equal blocks of env indices."""
+    base, extra = divmod(n, workers)
+    out, start = [], 0
+    for w in range(workers):
+        size = base + (1 if w < extra else 0)
+        out.append(list(range(start, start + size)))
+        start += size
+    return out
+
+
+class ProcessVecEnv(VecEnv):
+    """Envs in `num_workers` processes (default: one per CPU core, at most one per env)."""
+
+    backend = "process"
+
+    def __init__(
+        self,
+        recipes: Sequence[EnvRecipe],
+        autoreset: str = "same_step",
+        seed: int | None = None,
+        step_timeout: float | None = None,
+        num_workers: int | None = None,
+        start_method: str = "forkserver",
+    ) -> None:
+        super().__init__(recipes, autoreset)
+        if start_method not in _START_METHODS:
+            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        if step_timeout is not None and step_timeout <= 0:
+            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        workers = num_workers if num_workers is not None else min(self.num_envs, os.cpu_count() or 1)
+        if not 1 <= workers <= self.num_envs:
+            raise ValueError(f"num_workers must be in 1..{self.num_envs}, got {workers}")
+        self.step_timeout = step_timeout
+        self._ctx: Any = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(["gymverse.vector.worker"])
+        self._seeds = base_seeds(seed, self.num_envs)
+        self.ledger = ReplayLedger(self._seeds)
+        self.workers: list[_Worker] = []
+        self._owner = [0] * self.num_envs
+        self.restarts = 0
+        try:
+            for w, block in enumerate(_split(self.num_envs, workers)):
+                for i in block:
+                    self._owner[i] = w
+                self.workers.append(self._start(block))
+        except BaseException:
+            self._close()
+            raise
+
+    # ------------------------------------------------------------------ workers
+    def _start(self, indices: list[int]) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        cursor = self._ctx.RawArray("d", 2)
+        cursor[0] = -1
+        recipes = {i: self.recipes[i] for i in indices}
+        seeds = {i: self._seeds[i] for i in indices}
+        proc = self._ctx.Process(
+            target=worker_main, args=(child, cursor, recipes, seeds, self.autoreset), daemon=True, name="gymverse-env"
+        )
+        proc.start()
+        child.close()
+        return _Worker(proc, parent, cursor, indices)
+
+    def _kill(self, worker: _Worker) -> None:
+        if worker.proc.is_alive():
+            worker.proc.kill()
+        worker.proc.join(timeout=5)
+        worker.conn.close()
+
+    def _replace(self, wid: int, culprits: set[int]) -> dict[int, str]:
+        """Kill worker `wid`, start a new one and restore its envs; returns envs whose replay failed."""
+        old = self.workers[wid]
+        self._kill(old)
+        self.restarts += 1
+        new = self._start(old.indices)
+        self.workers[wid] = new
+        items = [(i, *(self.ledger.culprit_record(i) if i in culprits else self.ledger.record(i))) for i in old.indices]
+        new.conn.send(("restore", items))
+        if not new.conn.poll(_RESTORE_TIMEOUT):
+            self._kill(new)
+            raise VectorError(f"a replacement worker did not finish replaying its envs in {_RESTORE_TIMEOUT}s")
+        status, payload = new.conn.recv()
+        if status != "ok":
+            raise VectorError(f"restoring a replaced worker failed:\n{payload}")
+        return {i: err for i, err in zip(old.indices, payload) if err is not None}
+
+    def _blame(self, worker: _Worker, timed_out: bool) -> tuple[int | None, InjectedFault]:
+        index = int(worker.cursor[0])
+        culprit = index if index >= 0 else None
+        where = f"env {culprit}" if culprit is not None else "a vector call"
+        if timed_out:
+            return culprit, InjectedFault(StepTimeout.__name__, f"{where} exceeded step_timeout={self.step_timeout}s")
+        code = worker.proc.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        return culprit, InjectedFault(WorkerCrashed.__name__, f"worker process died ({how}) while running {where}")
+
+    def _overdue(self, worker: _Worker, now: float) -> bool:
+        if self.step_timeout is None or worker.cursor[0] < 0:
+            return False
+        return now - worker.cursor[1] > self.step_timeout
+
+    def _gather(self, wids: list[int]) -> tuple[dict[int, Any], dict[int, tuple[bool, _Worker]]]:
+        """Wait for each worker's reply; returns replies and, for failed workers, (timed_out, worker)."""
+        replies: dict[int, Any] = {}
+        failed: dict[int, tuple[bool, _Worker]] = {}
+        pending = {wid: self.workers[wid] for wid in wids}
+        poll = None if self.step_timeout is None else min(0.05, self.step_timeout / 4)
+        while pending:
+            waitables: list[Any] = [w.conn for w in pending.values()] + [w.proc.sentinel for w in pending.values()]
+            ready = set(mp_wait(waitables, timeout=poll))
+            now = time.monotonic()
+            for wid, w in list(pending.items()):
+                if w.conn in ready or w.conn.poll():
+                    try:
+                        status, payload = w.conn.recv()
+                    except (EOFError, OSError):
+                        w.proc.join(timeout=5)
+                        failed[wid] = (False, w)
+                        del pending[wid]
+                        continue
+                    if status != "ok":
+                        raise VectorError(f"worker {wid} failed outside any env call:\n{payload}")
+                    replies[wid] = payload
+                    del pending[wid]
+                elif w.proc.sentinel in ready:
+                    w.proc.join(timeout=5)
+                    failed[wid] = (False, w)
+                    del pending[wid]
+                elif self._overdue(w, now):
+                    failed[wid] = (True, w)
+                    del pending[wid]
+        return replies, failed
+
+    def _run(self, cmd: str, items: dict[int, Any], fault_item: Any) -> dict[int, Any]:
+        """Send `items` ({env index: item}) to their workers, supervise, and recover until every env answered.
+
+        `fault_item(index, item, fault)` builds the item that makes a slot report `fault` instead of running.
+        """
+        results: dict[int, Any] = {}
+        todo = dict(items)
+        while todo:
+            by_worker: dict[int, list[int]] = {}
+            for i in todo:
+                by_worker.setdefault(self._owner[i], []).append(i)
+            for wid, idx in by_worker.items():
+                self.workers[wid].conn.send((cmd, [todo[i] for i in idx]))
+            replies, failed = self._gather(list(by_worker))
+            for wid, payload in replies.items():
+                for i, res in zip(by_worker[wid], payload):
+                    results[i] = res
+                    del todo[i]
+            for wid, (timed_out, worker) in failed.items():
+                culprit, fault = self._blame(worker, timed_out)
+                batch = by_worker[wid]
+                # A dead worker with no env call in flight gives no culprit: blame its whole batch, never loop.
+                blamed = {culprit} if culprit in batch else set(batch)
+                replay_failed = self._replace(wid, blamed)
+                for i in batch:
+                    if i in blamed:
+                        todo[i] = fault_item(i, todo[i], fault)
+                    elif i in replay_failed:
+                        todo[i] = fault_item(i, todo[i], InjectedFault("ReplayFailed", replay_failed[i]))
+        return results
+
+    # ------------------------------------------------------------------ hooks
+    def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
+        items = {i: (i, s, None) for i, s in zip(indices, seeds)}
+        results = self._run("reset", items, lambda i, item, fault: (i, item[1], fault))
+        obs, infos = [], []
+        for i in indices:
+            o, info, meta = results[i]
+            self.ledger.after_reset(i, meta)
+            obs.append(o)
+            infos.append(info)
+        return obs, infos
+
+    def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
+        items = {i: (i, a) for i, a in zip(indices, actions)}
+        results = self._run("step", items, lambda i, item, fault: (i, fault))
+        steps = []
+        for i, a in zip(indices, actions):
+            step, meta = results[i]
+            self.ledger.after_step(i, a, meta)
+            steps.append(step)
+        return VecStepResult.collect(indices, steps)
+
+    def _set_complexity(self, level: int, indices: list[int]) -> None:
+        items = {i: (i, level) for i in indices}
+        self._run("set_complexity", items, lambda i, item, fault: item)
+        for i in indices:
+            self.ledger.set_pending(i, level)
+
+    def _is_ended(self, index: int) -> bool:
+        return self.ledger.ended(index)
+
+    def _close(self) -> None:
+        for w in self.workers:
+            try:
+                if w.proc.is_alive():
+                    w.conn.send(("close", None))
+                    if w.conn.poll(2):
+                        w.conn.recv()
+            except (OSError, EOFError):
+                pass
+            w.proc.join(timeout=2)
+            self._kill(w)
+        self.workers = []

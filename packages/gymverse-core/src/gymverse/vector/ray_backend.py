@@ -1,0 +1,224 @@
+"""`RayVecEnv`: envs hosted by Ray actors (several per actor), for when one machine is outgrown.
+
+Ray is imported lazily (install ``gymverse-core[ray]``); a cluster already initialized by the caller is used as is,
+otherwise a local one is started. Each env call is its own actor method call: an actor runs them in submission
+actor has at most one call in flight, so when it dies or stops answering, that call names the env at fault. The
+faulty env's episode ends truncated with ``info["error"]``; the actor is killed and replaced, and its other envs
+are rebuilt by replay from the parent's ledger. Actors work in parallel; each serves its envs one call at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.faults import InjectedFault, ReplayLedger, StepTimeout, WorkerCrashed
+from gymverse.vector.process import _split
+from gymverse.vector.slot import AutoresetMode, EnvRecipe, SlotMeta
+from gymverse.vector.testing import WORKER_ENV_FLAG
+from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
+
+
+class RayEnvHost:
+    """The actor class: a `WorkerCore` answering one env call at a time."""
+
+    def __init__(self, recipes: dict[int, EnvRecipe], seeds: dict[int, int], autoreset: AutoresetMode) -> None:
+        os.environ[WORKER_ENV_FLAG] = "1"
+        self.core = WorkerCore(recipes, seeds, autoreset)
+
+    def ping(self) -> int:
+        """The actor's process id (also a readiness check)."""
+        return os.getpid()
+
+    def reset_one(self, item: ResetItem) -> tuple[str, dict[str, Any], SlotMeta]:
+        """Reset one env."""
+        return self.core.reset([item])[0]
+
+    def step_one(self, index: int, action: Any) -> Any:
+        """Step one env."""
+        return self.core.step([(index, action)])[0]
+
+    def set_complexity(self, items: Sequence[tuple[int, int]]) -> list[None]:
+        """Record pending levels."""
+        return self.core.set_complexity(items)
+
+    def restore(self, items: Sequence[RestoreItem]) -> list[str | None]:
+        """Rebuild envs by replay."""
+        return self.core.restore(items)
+
+    def close(self) -> None:
+        """Close every env."""
+        self.core.close()
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as err:
+        raise ImportError("the ray backend needs Ray: pip install 'gymverse-core[ray]'") from err
+    return ray
+
+
+class RayVecEnv(VecEnv):
+    """Envs in `num_workers` Ray actors (default: the cluster's CPU count, at most one per env)."""
+
+    backend = "ray"
+
+    def __init__(
+        self,
+        recipes: Sequence[EnvRecipe],
+        autoreset: str = "same_step",
+        seed: int | None = None,
+        step_timeout: float | None = None,
+        num_workers: int | None = None,
+        actor_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(recipes, autoreset)
+        if step_timeout is not None and step_timeout <= 0:
+            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False)
+        workers = num_workers or min(self.num_envs, max(1, int(ray.cluster_resources().get("CPU", 1))))
+        if not 1 <= workers <= self.num_envs:
+            raise ValueError(f"num_workers must be in 1..{self.num_envs}, got {workers}")
+        # num_cpus=0: hosts mostly wait on envs; Ray would otherwise cap the actor count at the CPU count.
+        options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **(actor_options or {})}
+        self._actor_cls = ray.remote(**options)(RayEnvHost)
+        self.step_timeout = step_timeout
+        self._seeds = base_seeds(seed, self.num_envs)
+        self.ledger = ReplayLedger(self._seeds)
+        self.blocks = _split(self.num_envs, workers)
+        self._owner = [w for w, block in enumerate(self.blocks) for _ in block]
+        self.hosts: list[Any] = []
+        self.restarts = 0
+        try:
+            self.hosts = [self._start(block) for block in self.blocks]
+            ray.get([h.ping.remote() for h in self.hosts])
+        except BaseException:
+            self._close()
+            raise
+
+    def _start(self, block: list[int]) -> Any:
+        recipes = {i: self.recipes[i] for i in block}
+        seeds = {i: self._seeds[i] for i in block}
+        return self._actor_cls.remote(recipes, seeds, self.autoreset)
+
+    def _replace(self, wid: int, culprit: int) -> dict[int, str]:
+        ray = _ray()
+        ray.kill(self.hosts[wid], no_restart=True)
+        self.restarts += 1
+        host = self._start(self.blocks[wid])
+        self.hosts[wid] = host
+        items = [
+            (i, *(self.ledger.culprit_record(i) if i == culprit else self.ledger.record(i))) for i in self.blocks[wid]
+        ]
+        errors = ray.get(host.restore.remote(items), timeout=120)
+        return {i: e for i, e in zip(self.blocks[wid], errors) if e is not None}
+
+    def _run(self, call: str, items: dict[int, tuple[Any, ...]], on_result: Any, fault_item: Any) -> dict[int, Any]:
+        """Run one actor call per env, at most one in flight per actor, supervising and recovering as it goes.
+
+        One call in flight per actor is what makes blame exact: Ray may lose the reply of a call that finished
+        just before its actor died, so with pipelined calls the wrong env could be blamed.
+        """
+        ray = _ray()
+        results: dict[int, Any] = {}
+        queues: dict[int, list[int]] = {}
+        for i in items:
+            queues.setdefault(self._owner[i], []).append(i)
+        args = dict(items)
+        inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (host, env index, submitted at)
+
+        def submit(w: int) -> None:
+            if queues[w]:
+                i = queues[w].pop(0)
+                inflight[getattr(self.hosts[w], call).remote(*args[i])] = (w, i, time.monotonic())
+
+        for w in queues:
+            submit(w)
+        poll = None if self.step_timeout is None else min(0.05, self.step_timeout / 4)
+        while inflight:
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=poll)
+            for ref in ready:
+                w, i, _t = inflight.pop(ref)
+                try:
+                    res = ray.get(ref)
+                except ray.exceptions.RayActorError as err:
+                    msg = f"Ray actor died while running env {i}: {type(err).__name__}"
+                    self._recover(w, i, InjectedFault(WorkerCrashed.__name__, msg), queues, args, fault_item)
+                else:
+                    on_result(i, args[i], res)
+                    results[i] = res
+                submit(w)
+            now = time.monotonic()
+            for ref, (w, i, started) in list(inflight.items()):
+                if self.step_timeout is not None and now - started > self.step_timeout:
+                    del inflight[ref]
+                    msg = f"env {i} exceeded step_timeout={self.step_timeout}s"
+                    self._recover(w, i, InjectedFault(StepTimeout.__name__, msg), queues, args, fault_item)
+                    submit(w)
+        return results
+
+    def _recover(
+        self,
+        w: int,
+        culprit: int,
+        fault: InjectedFault,
+        queues: dict[int, list[int]],
+        args: dict[int, tuple[Any, ...]],
+        fault_item: Any,
+    ) -> None:
+        """Replace host `w`; the culprit's call is resent as an injected fault, ahead of the host's queue."""
+        replay_failed = self._replace(w, culprit)
+        args[culprit] = fault_item(culprit, args[culprit], fault)
+        queues[w].insert(0, culprit)
+        for i, why in replay_failed.items():
+            if i in queues[w]:
+                args[i] = fault_item(i, args[i], InjectedFault("ReplayFailed", why))
+
+    def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
+        items: dict[int, tuple[Any, ...]] = {i: ((i, s, None),) for i, s in zip(indices, seeds)}
+        results = self._run(
+            "reset_one",
+            items,
+            lambda i, item, res: self.ledger.after_reset(i, res[2]),
+            lambda i, item, fault: ((i, item[0][1], fault),),
+        )
+        return [results[i][0] for i in indices], [results[i][1] for i in indices]
+
+    def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
+        items: dict[int, tuple[Any, ...]] = {i: (i, a) for i, a in zip(indices, actions)}
+        results = self._run(
+            "step_one",
+            items,
+            lambda i, item, res: self.ledger.after_step(i, item[1], res[1]),
+            lambda i, item, fault: (i, fault),
+        )
+        return VecStepResult.collect(indices, [results[i][0] for i in indices])
+
+    def _set_complexity(self, level: int, indices: list[int]) -> None:
+        ray = _ray()
+        by_host: dict[int, list[tuple[int, int]]] = {}
+        for i in indices:
+            by_host.setdefault(self._owner[i], []).append((i, level))
+        ray.get([self.hosts[w].set_complexity.remote(items) for w, items in by_host.items()])
+        for i in indices:
+            self.ledger.set_pending(i, level)
+
+    def _is_ended(self, index: int) -> bool:
+        return self.ledger.ended(index)
+
+    def _close(self) -> None:
+        if not self.hosts:
+            return
+        ray = _ray()
+        with contextlib.suppress(Exception):  # a dead or hung host is killed below either way
+            ray.get([h.close.remote() for h in self.hosts], timeout=10)
+        for h in self.hosts:
+            ray.kill(h, no_restart=True)
+        self.hosts = []

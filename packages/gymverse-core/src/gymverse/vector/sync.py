@@ -1,0 +1,61 @@
+"""`SyncVecEnv`: the envs stepped one after another in the caller's thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.slot import EnvRecipe, EnvSlot
+
+
+class SyncVecEnv(VecEnv):
+    """A plain loop over `EnvSlot`s; the reference every other backend must match transcript for transcript.
+
+    ``step_timeout`` is enforced with ``SIGALRM`` (interrupting a hung call with `StepTimeout`), which Python only
+    allows on the main thread; use the process backend to contain hangs anywhere else or in native code.
+    """
+
+    backend = "sync"
+
+    def __init__(
+        self,
+        recipes: Sequence[EnvRecipe],
+        autoreset: str = "same_step",
+        seed: int | None = None,
+        step_timeout: float | None = None,
+    ) -> None:
+        super().__init__(recipes, autoreset)
+        if step_timeout is not None and threading.current_thread() is not threading.main_thread():
+            raise ValueError(
+                "the sync backend enforces step_timeout with SIGALRM, which only works on the main thread; "
+                "use backend='process' (or 'async') to bound env calls from other threads"
+            )
+        self.slots = [
+            EnvSlot(r, s, self.autoreset, step_timeout) for r, s in zip(self.recipes, base_seeds(seed, self.num_envs))
+        ]
+
+    def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
+        obs: list[str] = []
+        infos: list[dict[str, Any]] = []
+        for i, s in zip(indices, seeds):
+            o, info = self.slots[i].reset(s)
+            obs.append(o)
+            infos.append(info)
+        return obs, infos
+
+    def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
+        slots = self.slots
+        return VecStepResult.collect(indices, [slots[i].step(a) for i, a in zip(indices, actions)])
+
+    def _set_complexity(self, level: int, indices: list[int]) -> None:
+        for i in indices:
+            self.slots[i].set_complexity(level)
+
+    def _is_ended(self, index: int) -> bool:
+        return self.slots[index].ended
+
+    def _close(self) -> None:
+        for slot in self.slots:
+            slot.close()

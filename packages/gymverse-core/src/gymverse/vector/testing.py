@@ -1,0 +1,174 @@
+"""Envs for testing and benchmarking vector backends; importing this module registers the ``vectest:`` family.
+
+They live in the package (not in a test folder) so worker processes and Ray actors can import them. All are small
+counting games: reach a hidden target total by adding ``\\boxed{k}`` increments; their faults are deterministic
+functions of the seed, so a faulty run can be compared with a sync reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from typing import Any
+
+from gymverse.actions import ActionFormatError, parse_boxed
+from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult
+from gymverse.registry import RegistryError, register
+
+#: Set by process workers and Ray actors; `Crash` only kills a process that carries it (never a test runner).
+WORKER_ENV_FLAG = "GYMVERSE_VECTOR_WORKER"
+
+
+class Count(Env):
+    """Reach a hidden target total (5..15) by adding increments of 1..3; about 5 µs per step."""
+
+    metadata = EnvMetadata(
+        name="Count",
+        family="vectest",
+        domain="other",
+        description="Add increments to hit a hidden total exactly.",
+        action_format=r"\boxed{<1..3>}",
+        max_turns=30,
+    )
+    complexity_params = {"max_target": (10, 40)}
+
+    def _reset(self) -> tuple[str, dict[str, Any]]:
+        self.target = int(self.rng.integers(5, int(self.params["max_target"]) + 1))
+        self.total = 0
+        return f"Reach {self.target}.", {"target": self.target}
+
+    def _step(self, action: str) -> StepResult:
+        text = parse_boxed(action, what="an increment")
+        if text not in ("1", "2", "3"):
+            raise ActionFormatError(f"{text!r} is not 1, 2 or 3")
+        self.total += int(text)
+        if self.total == self.target:
+            return StepResult(f"Total {self.total}: hit!", SUCCESS_REWARD, True, False, {"success": True})
+        if self.total > self.target:
+            return StepResult(f"Total {self.total}: overshot.", 0.0, True, False, {})
+        return StepResult(f"Total {self.total}.", 0.0, False, False, {})
+
+    def solve(self) -> str:
+        return r"\boxed{" + str(min(3, self.target - self.total)) + "}"
+
+    def sample_random_action(self) -> str:
+        return r"\boxed{" + str(int(self.rng.integers(1, 4))) + "}"
+
+
+class Faulty(Count):
+    """`Count` that raises in ``step`` with probability `fail_rate` and in ``reset`` with `reset_fail_rate`."""
+
+    def __init__(self, fail_rate: float = 0.1, reset_fail_rate: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_rate, self.reset_fail_rate = fail_rate, reset_fail_rate
+
+    def _reset(self) -> tuple[str, dict[str, Any]]:
+        if self.rng.random() < self.reset_fail_rate:
+            raise OSError("injected reset failure")
+        return super()._reset()
+
+    def _step(self, action: str) -> StepResult:
+        if self.rng.random() < self.fail_rate:
+            raise ValueError(f"injected step failure at turn {self.turn}")
+        return super()._step(action)
+
+
+class Hang(Count):
+    """`Count` whose step number `hang_at` blocks for `hang_seconds` (``astep`` hangs in asyncio instead)."""
+
+    def __init__(self, hang_at: int = 2, hang_seconds: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hang_at, self.hang_seconds = hang_at, hang_seconds
+
+    def _step(self, action: str) -> StepResult:
+        if self.turn == self.hang_at:
+            time.sleep(self.hang_seconds)
+        return super()._step(action)
+
+
+class Crash(Count):
+    """`Count` that SIGKILLs its own worker process at step `crash_at` (raises instead outside a worker)."""
+
+    def __init__(self, crash_at: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.crash_at = crash_at
+
+    def _step(self, action: str) -> StepResult:
+        if self.turn == self.crash_at:
+            if os.environ.get(WORKER_ENV_FLAG) != "1":
+                raise RuntimeError("Crash env refuses to kill a process that is not a vector worker")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super()._step(action)
+
+
+class SleepIO(Count):
+    """I/O-bound: every step waits `delay` seconds (``time.sleep`` when called blocking, ``asyncio.sleep`` natively)."""
+
+    def __init__(self, delay: float = 0.001, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+        self._awaited = False
+
+    def _step(self, action: str) -> StepResult:
+        if not self._awaited:
+            time.sleep(self.delay)
+        return super()._step(action)
+
+    async def areset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Native async reset."""
+        await asyncio.sleep(0)
+        return self.reset(seed=seed)
+
+    async def astep(self, action: str) -> StepResult:
+        """Native async step: the wait yields to the event loop."""
+        await asyncio.sleep(self.delay)
+        self._awaited = True
+        try:
+            return self.step(action)
+        finally:
+            self._awaited = False
+
+
+class AsyncHang(SleepIO):
+    """Native async env whose step number `hang_at` awaits for `hang_seconds`."""
+
+    def __init__(self, hang_at: int = 2, hang_seconds: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(delay=0.0, **kwargs)
+        self.hang_at, self.hang_seconds = hang_at, hang_seconds
+
+    async def astep(self, action: str) -> StepResult:
+        """Hangs (cancellably) at step `hang_at`."""
+        if self.turn + 1 == self.hang_at:
+            await asyncio.sleep(self.hang_seconds)
+        return await super().astep(action)
+
+
+class BusyCPU(Count):
+    """CPU-bound: every step spins for `work` seconds."""
+
+    def __init__(self, work: float = 0.001, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.work = work
+
+    def _step(self, action: str) -> StepResult:
+        end = time.perf_counter() + self.work
+        while time.perf_counter() < end:
+            pass
+        return super()._step(action)
+
+
+_ENVS = {
+    "Count": Count,
+    "Faulty": Faulty,
+    "Hang": Hang,
+    "Crash": Crash,
+    "SleepIO": SleepIO,
+    "AsyncHang": AsyncHang,
+    "BusyCPU": BusyCPU,
+}
+for _name in _ENVS:
+    with contextlib.suppress(RegistryError):  # already registered by an earlier import of this module
+        register(f"vectest:{_name}", f"{__name__}:{_name}")

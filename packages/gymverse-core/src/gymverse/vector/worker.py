@@ -1,0 +1,119 @@
+"""The env host that runs inside a process worker or a Ray actor, and the process worker's main loop.
+
+A worker hosts several env slots (amortizing one message per batch over many envs). Before each env call it
+writes ``(env index, start time)`` into a small shared array, so the parent can tell which env hung or was
+running when the worker died, without any extra message on the happy path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from gymverse.vector.faults import InjectedFault
+from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
+from gymverse.vector.testing import WORKER_ENV_FLAG
+
+StepItem = tuple[int, Any]
+ResetItem = tuple[int, int | None, InjectedFault | None]
+RestoreItem = tuple[int, SlotMeta, Sequence[Any]]
+
+
+class WorkerCore:
+    """The slots of one worker, driven by batched commands."""
+
+    def __init__(
+        self,
+        recipes: dict[int, EnvRecipe],
+        seeds: dict[int, int],
+        autoreset: AutoresetMode,
+        cursor: Any = None,
+    ) -> None:
+        self.slots = {i: EnvSlot(r, seeds[i], autoreset) for i, r in recipes.items()}
+        for slot in self.slots.values():
+            slot.track = True
+        self.cursor = cursor  # shared [env index or -1, time.monotonic() at call start]
+
+    def _mark(self, index: int) -> None:
+        if self.cursor is not None:
+            self.cursor[1] = time.monotonic()
+            self.cursor[0] = index
+
+    def _idle(self) -> None:
+        if self.cursor is not None:
+            self.cursor[0] = -1
+
+    def reset(self, items: Sequence[ResetItem]) -> list[tuple[str, dict[str, Any], SlotMeta]]:
+        """Reset each listed slot; returns observation, info and replay record per slot."""
+        out = []
+        for i, seed, fault in items:
+            self._mark(i)
+            slot = self.slots[i]
+            obs, info = slot.reset(seed, fault)
+            out.append((obs, info, slot.meta()))
+        self._idle()
+        return out
+
+    def step(self, items: Sequence[StepItem]) -> list[tuple[EnvStep, SlotMeta]]:
+        """Step each listed slot; returns the step tuple and replay record per slot."""
+        out = []
+        slots = self.slots
+        for i, action in items:
+            self._mark(i)
+            slot = slots[i]
+            out.append((slot.step(action), slot.meta()))
+        self._idle()
+        return out
+
+    def set_complexity(self, items: Sequence[tuple[int, int]]) -> list[None]:
+        """Record pending levels."""
+        for i, level in items:
+            self.slots[i].set_complexity(level)
+        return [None] * len(items)
+
+    def restore(self, items: Sequence[RestoreItem]) -> list[str | None]:
+        """Rebuild slots by replay; returns, per slot, None or the error that made replay fail."""
+        out: list[str | None] = []
+        for i, meta, actions in items:
+            self._mark(i)
+            try:
+                self.slots[i].restore(meta, actions)
+                out.append(None)
+            except Exception as exc:
+                self.slots[i].discard()
+                out.append(f"{type(exc).__name__}: {exc}")
+        self._idle()
+        return out
+
+    def close(self) -> None:
+        """Close every env."""
+        for slot in self.slots.values():
+            slot.close()
+
+
+def worker_main(
+    conn: Any, cursor: Any, recipes: dict[int, EnvRecipe], seeds: dict[int, int], autoreset: AutoresetMode
+) -> None:
+    """Entry point of a process worker: serve ``(command, payload)`` messages until "close" or EOF."""
+    os.environ[WORKER_ENV_FLAG] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    core = WorkerCore(recipes, seeds, autoreset, cursor)
+    while True:
+        try:
+            cmd, payload = conn.recv()
+        except (EOFError, OSError):
+            break
+        if cmd == "close":
+            core.close()
+            conn.send(("ok", None))
+            break
+        try:
+            reply: tuple[str, Any] = ("ok", getattr(core, cmd)(payload))
+            conn.send(reply)
+        except Exception:
+            conn.send(("err", traceback.format_exc()))
+    conn.close()

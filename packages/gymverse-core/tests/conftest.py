@@ -1,0 +1,25 @@
+"""Shared fixtures of the gymverse-core tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Under `uv run`, Ray would start every worker through `uv run` as well (seconds per actor, and it packages the
+# work tree); the venv already is the right environment. Ray reads this when it is first imported.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """One local Ray runtime (2 CPUs, no dashboard) shared by every test of the session that needs Ray."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()

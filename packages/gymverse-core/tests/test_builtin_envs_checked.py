@@ -1,0 +1,19 @@
+"""Every registered built-in env passes every check of the env checker (levels 1, 5, 10; seeds 0, 1)."""
+
+from __future__ import annotations
+
+import gymverse
+import pytest
+from gymverse.checker import CHECK_NAMES, check_env
+
+
+@pytest.mark.parametrize("env_id", gymverse.list_envs())
+def test_builtin_env_passes_the_checker(env_id: str) -> None:
+    report = check_env(env_id, levels=(1, 5, 10), seeds=(0, 1))
+    assert report.passed, report.summary()
+    assert {r.name for r in report.results} == set(CHECK_NAMES)
+
+
+def test_there_are_builtins_in_every_domain() -> None:
+    domains = {gymverse.make(i).metadata.domain for i in gymverse.list_envs()}
+    assert {"game", "algorithm", "logic", "tool-use"} <= domains

@@ -1,0 +1,309 @@
+"""Built-in algorithm-domain envs: oracle solvability, determinism, format errors, baselines and golden rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymverse
+import pytest
+from gymverse.core import Env, StepResult, run_oracle
+from gymverse.envs.algorithm.array_peak import HiddenArrayPeak
+from gymverse.envs.algorithm.interval_schedule import IntervalScheduling, greedy_schedule
+from gymverse.envs.algorithm.shortest_path import HiddenGraphShortestPath, dijkstra
+from gymverse.envs.algorithm.topo_schedule import TopologicalSchedule, topo_order
+
+IDS = [
+    "algorithm:HiddenGraphShortestPath",
+    "algorithm:HiddenArrayPeak",
+    "algorithm:TopologicalSchedule",
+    "algorithm:IntervalScheduling",
+]
+LEVELS = [1, 5, 10]
+SEEDS = [0, 1, 2, 3]
+#: A well-formed but certainly wrong final answer for each env, from its hidden state.
+WRONG_ANSWER = {
+    IDS[0]: lambda e: rf"\boxed{{submit {e.answer + 1}}}",
+    IDS[1]: lambda e: rf"\boxed{{submit {e.peak - 1}}}",
+    IDS[2]: lambda e: rf"\boxed{{submit {e.goal}}}",
+    IDS[3]: lambda e: rf"\boxed{{submit {greedy_schedule(e.intervals)[0]}}}",
+}
+BAD_INT = {
+    IDS[0]: r"\boxed{neighbors two}",
+    IDS[1]: r"\boxed{compare 1 x}",
+    IDS[2]: r"\boxed{deps 1.5}",
+    IDS[3]: r"\boxed{first_end soon}",
+}
+
+
+def transcript(env: Env, actions: list[str]) -> list[tuple[Any, ...]]:
+    """Step `actions` until the episode ends; a comparable record of every step."""
+    out: list[tuple[Any, ...]] = []
+    for a in actions:
+        res = env.step(a)
+        out.append(tuple(res))
+        if res.done:
+            break
+    return out
+
+
+def mixed_actions(env: Env, n: int) -> list[str]:
+    """Alternating random and oracle actions from a clone, so the episode covers both paths."""
+    probe = env.clone()
+    acts: list[str] = []
+    for i in range(n):
+        a = probe.sample_random_action() if i % 2 else probe.solve()
+        acts.append(a)
+        if probe.step(a).done:
+            break
+    return acts
+
+
+def test_ids_registered_with_domain() -> None:
+    assert set(IDS) <= set(gymverse.list_envs("algorithm"))
+    for env_id in IDS:
+        env = gymverse.make(env_id)
+        assert env.metadata.domain == "algorithm"
+        assert env.metadata.family == "algorithm"
+        assert env.metadata.name == env_id.split(":")[1]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_random_actions_are_well_formed_and_handled(env_id: str) -> None:
+    env = gymverse.make(env_id)
+    for verb in env.grammar.verbs:  # type: ignore[attr-defined]
+        assert callable(getattr(env, "_do_" + verb, None)), verb
+    for level in (1, 10):
+        env.set_complexity(level)
+        env.reset(seed=level)
+        for _ in range(150):
+            res = env.step(env.sample_random_action())
+            assert res.info["format_error"] is False, res.observation
+            if res.done:
+                env.reset()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("env_id", IDS)
+def test_oracle_succeeds(env_id: str, level: int) -> None:
+    for seed in SEEDS:
+        env = gymverse.make(env_id, complexity=level)
+        steps = run_oracle(env, seed=seed)
+        assert steps[-1].terminated
+        assert not steps[-1].truncated
+        assert steps[-1].info["success"] is True
+        assert steps[-1].reward == 1.0
+        assert not any(s.info["format_error"] for s in steps)
+        assert all(s.reward == 0.0 for s in steps[:-1])
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_same_seed_same_transcript(env_id: str) -> None:
+    for level in LEVELS:
+        a, b = gymverse.make(env_id, complexity=level), gymverse.make(env_id, complexity=level)
+        obs_a, obs_b = a.reset(seed=11), b.reset(seed=11)
+        assert obs_a == obs_b
+        acts = mixed_actions(a, 12)
+        assert transcript(a, acts) == transcript(b, acts)
+        other = [tuple(r) for r in run_oracle(a, seed=12)]
+        assert other != [tuple(r) for r in run_oracle(b, seed=11)]  # another seed, another instance
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_levels_change_instances_and_horizon(env_id: str) -> None:
+    low, high = gymverse.make(env_id, complexity=1), gymverse.make(env_id, complexity=10)
+    assert low.reset(seed=3)[0] != high.reset(seed=3)[0]
+    assert low.params != high.params
+    steps_low = sum(len(run_oracle(gymverse.make(env_id, complexity=1), seed=s)) for s in range(6))
+    steps_high = sum(len(run_oracle(gymverse.make(env_id, complexity=10), seed=s)) for s in range(6))
+    assert steps_high > steps_low
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_malformed_actions_are_format_errors(env_id: str) -> None:
+    env = gymverse.make(env_id, complexity=5, max_turns=100)
+    env.reset(seed=0)
+    bad = [
+        "neighbors 3",  # no box
+        r"\boxed{}",
+        r"\boxed{submit 3",  # unbalanced
+        r"\boxed{teleport 3}",
+        r"\boxed{submit}",  # arity
+        BAD_INT[env_id],
+        r"\boxed{submit " + "9" * 5000 + "}",  # beyond Python's int-parsing limit
+        "x" * 5_000_000,
+    ]
+    for text in bad:
+        res = env.step(text)
+        assert res.info["format_error"] is True, text[:40]
+        assert res.reward == pytest.approx(-0.1)
+        assert not res.done
+        assert "Invalid action" in res.observation
+    assert run_oracle(env.clone(), seed=0)[-1].info["success"] is True
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_wrong_final_answer_ends_episode(env_id: str) -> None:
+    env = gymverse.make(env_id, complexity=4)
+    env.reset(seed=5)
+    res = env.step(WRONG_ANSWER[env_id](env))
+    assert res.terminated
+    assert res.info["success"] is False
+    assert res.reward == 0.0
+    assert "Wrong" in res.observation or "Invalid" in res.observation
+
+
+def play(env: Env, policy: str, seed: int) -> bool:
+    """Success of one episode of the random policy, or of repeating one fixed action."""
+    env.reset(seed=seed)
+    fixed = env.solve() if policy == "first-oracle" else env.sample_random_action()
+    while True:
+        res = env.step(env.sample_random_action() if policy == "random" else fixed)
+        if res.done:
+            return bool(res.info["success"])
+
+
+@pytest.mark.parametrize("policy", ["random", "constant", "first-oracle"])
+@pytest.mark.parametrize("env_id", IDS)
+def test_baseline_policies_fail_at_high_levels(env_id: str, policy: str) -> None:
+    for level in (5, 10):
+        env = gymverse.make(env_id, complexity=level)
+        wins = sum(play(env, policy, seed) for seed in range(20))
+        assert wins <= 1, (level, wins)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_clone_and_state_branch_identically(env_id: str) -> None:
+    env = gymverse.make(env_id, complexity=6)
+    env.reset(seed=7)
+    for _ in range(2):
+        env.step(env.solve())
+    twin = env.clone()
+    snapshot = env.get_state()
+    acts = mixed_actions(env, 10)
+    first = transcript(env, acts)
+    assert transcript(twin, acts) == first
+    env.set_state(snapshot)
+    assert transcript(env, acts) == first
+
+
+# ---------------------------------------------------------------- golden rules on hand-built instances
+GRAPH = {0: {1: 4, 2: 1}, 1: {0: 4, 2: 2, 3: 1}, 2: {0: 1, 1: 2, 3: 7}, 3: {1: 1, 2: 7}}
+
+
+def fixed_graph_env(budget: int) -> HiddenGraphShortestPath:
+    env = HiddenGraphShortestPath(complexity=1)
+    env.reset(seed=0)
+    env.n, env.adj, env.source, env.target = 4, {k: dict(v) for k, v in GRAPH.items()}, 0, 3
+    env.answer, env.revealed, env.queries_left = 4, set(), budget
+    return env
+
+
+def test_shortest_path_golden_dijkstra_order_and_budget() -> None:
+    assert dijkstra(GRAPH, 0) == {0: 0, 1: 3, 2: 1, 3: 4}
+    env = fixed_graph_env(budget=3)
+    oracle = []
+    while not env.done:
+        oracle.append(env.solve())
+        res = env.step(oracle[-1])
+    assert oracle == [r"\boxed{neighbors 0}", r"\boxed{neighbors 2}", r"\boxed{neighbors 1}", r"\boxed{submit 4}"]
+    assert res.info["success"] is True
+    env = fixed_graph_env(budget=2)
+    assert "1 (w=4), 2 (w=1)" in env.step(r"\boxed{neighbors 0}").observation
+    assert "does not exist" in env.step(r"\boxed{neighbors 9}").observation  # refunded, not spent
+    assert "[0 queries left]" in env.step(r"\boxed{neighbors 2}").observation
+    out = env.step(r"\boxed{neighbors 1}").observation
+    assert "budget exhausted" in out
+    assert "w=" not in out
+    assert env.step(r"\boxed{submit 5}").info["success"] is False
+
+
+def fixed_peak_env() -> HiddenArrayPeak:
+    env = HiddenArrayPeak(complexity=1)
+    env.reset(seed=0)
+    env.n, env.values, env.peak, env.known, env.seen, env.queries_left = 5, [1, 3, 7, 6, 2], 2, {}, {}, 3
+    return env
+
+
+def test_array_peak_golden_queries() -> None:
+    env = fixed_peak_env()
+    assert "a[1] = 3" in env.step(r"\boxed{get 1}").observation
+    assert "a[2] > a[3]" in env.step(r"\boxed{compare 2 3}").observation
+    assert "out of range" in env.step(r"\boxed{get 5}").observation
+    assert env.queries_left == 1
+    assert env.solve() == r"\boxed{compare 1 2}"  # knows a[2] > a[3], so the peak is in 0..2
+    env.step(r"\boxed{get 2}")
+    assert env.solve() == r"\boxed{submit 2}"  # a[1] < a[2] follows from the two gets
+    assert "budget exhausted" in env.step(r"\boxed{get 0}").observation
+    res = env.step(r"\boxed{submit 2}")
+    assert res.info["success"] is True
+    assert res.reward == 1.0
+
+
+def test_peak_budget_is_logarithmic() -> None:
+    env = HiddenArrayPeak(complexity=10)
+    env.reset(seed=0)
+    assert env.params["length"] == 4096
+    assert env.queries_left == 12
+
+
+PREREQS = {0: [], 1: [0], 2: [0], 3: [1, 2], 4: [], 5: [4]}
+
+
+def fixed_schedule_env() -> TopologicalSchedule:
+    env = TopologicalSchedule(complexity=1)
+    env.reset(seed=0)
+    env.n, env.prereqs, env.goal = 6, {k: list(v) for k, v in PREREQS.items()}, 3
+    env.closure, env.inspected, env.queries_left = {0, 1, 2, 3}, set(), 4
+    return env
+
+
+def test_topological_schedule_golden_rules() -> None:
+    env = fixed_schedule_env()
+    assert topo_order({0, 1, 2, 3}, PREREQS) == [0, 1, 2, 3]
+    assert env.check_schedule([0, 2, 1, 3]) is None
+    assert "appears twice" in (env.check_schedule([0, 0, 1, 2, 3]) or "")
+    assert "not needed" in (env.check_schedule([4, 0, 1, 2, 3]) or "")
+    assert "before its prerequisite 0" in (env.check_schedule([1, 0, 2, 3]) or "")
+    assert "missing, e.g. 2" in (env.check_schedule([0, 1]) or "")
+    assert "requires: 1, 2" in env.step(r"\boxed{deps 3}").observation
+    assert "no prerequisites" in env.step(r"\boxed{deps 0}").observation
+    assert env.solve() == r"\boxed{deps 1}"
+    res = env.step(r"\boxed{submit 0 1 3 2}")
+    assert res.terminated
+    assert res.info["success"] is False
+    assert "comes before its prerequisite 2" in res.observation
+
+
+def test_step_result_type_is_kept() -> None:
+    env = gymverse.make(IDS[0])
+    env.reset(seed=0)
+    assert isinstance(env.step(env.solve()), StepResult)
+
+
+INTERVALS = [(0, 4), (3, 5), (5, 9), (4, 6), (6, 7), (8, 10)]
+
+
+def test_interval_scheduling_golden_rules() -> None:
+    assert greedy_schedule(INTERVALS) == [0, 3, 4, 5]  # (0,4) (4,6) (6,7) (8,10): touching is not overlapping
+    env = IntervalScheduling(complexity=1)
+    env.reset(seed=0)
+    env.intervals, env.optimum, env.answered, env.queries_left = list(INTERVALS), 4, {}, 6
+    assert env.check([5, 4, 3, 0]) is None
+    assert "overlaps" in (env.check([0, 1]) or "")
+    assert "maximum is 4" in (env.check([1, 2]) or "")
+    assert "repeats" in (env.check([0, 0]) or "")
+    assert "does not exist" in (env.check([6]) or "")
+    assert "interval 3 = [4, 6)" in env.step(r"\boxed{first_end 4}").observation
+    assert "No interval starts at or after 9" in env.step(r"\boxed{first_end 9}").observation
+    actions = []
+    while not env.done:
+        actions.append(env.solve())
+        res = env.step(actions[-1])
+    assert actions == [
+        r"\boxed{first_end 0}",
+        r"\boxed{first_end 6}",
+        r"\boxed{first_end 7}",
+        r"\boxed{first_end 10}",
+        r"\boxed{submit 0 3 4 5}",
+    ]  # first_end 4 was already answered, so the oracle reuses it
+    assert res.info["success"] is True

@@ -1,0 +1,236 @@
+"""The shared rollout collector: trajectories, horizon caps, complexity on the base env, fault isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+from gymverse.actions import parse_boxed
+from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult, Wrapper
+from gymverse.curriculum import AdaptiveHorizon, ComplexityController, FixedHorizon
+from gymverse.rollout import (
+    ChatFormatter,
+    EnvSessionLike,
+    History,
+    HistoryFormatter,
+    InProcessSession,
+    RolloutCollector,
+)
+
+LETTERS = "abcdefghij"
+
+
+class Echo(Env):
+    """Type back a word; its length is the complexity level (so a transcript reveals the level in effect)."""
+
+    metadata = EnvMetadata(name="Echo", family="test", domain="other", description="echo a word", max_turns=4)
+    complexity_params = {"length": (1, 10)}
+
+    def _reset(self) -> tuple[str, dict[str, Any]]:
+        self.word = "".join(LETTERS[int(i)] for i in self.rng.integers(0, 10, size=int(self.params["length"])))
+        return f"Type: {self.word}", {}
+
+    def _step(self, action: str) -> StepResult:
+        if parse_boxed(action) == self.word:
+            return StepResult("Correct.", SUCCESS_REWARD, True, False, {"success": True})
+        return StepResult(f"Wrong. Type: {self.word}", 0.0, False, False, {})
+
+    def solve(self) -> str:
+        return r"\boxed{" + self.word + "}"
+
+
+class Tag(Wrapper):
+    """A do-nothing wrapper, stacked to check that complexity reaches the base env."""
+
+
+def echo_policy(wrong_first: int = 0) -> Any:
+    async def generate(prompts: list[Any]) -> list[str]:
+        out = []
+        for p in prompts:
+            text = p if isinstance(p, str) else "\n".join(m["content"] for m in p)
+            word = re.findall(r"Type: (\w+)", text)[-1]
+            tries = text.count("Wrong.")
+            out.append(r"\boxed{nope}" if tries < wrong_first else r"\boxed{" + word + "}")
+        return out
+
+    return generate
+
+
+async def always_wrong(prompts: list[Any]) -> list[str]:
+    return [r"\boxed{zzz}"] * len(prompts)
+
+
+def test_trajectories_record_turns_returns_and_metadata() -> None:
+    sessions = [InProcessSession(Echo(), "test:Echo") for _ in range(3)]
+    col = RolloutCollector(echo_policy(wrong_first=2), gamma=0.5)
+    trajs = col.collect_sync(sessions, seeds=[1, 2, 3])
+    for t, seed in zip(trajs, [1, 2, 3]):
+        assert (t.env_id, t.seed, t.complexity, t.success, t.truncated) == ("test:Echo", seed, 1, True, False)
+        assert [turn.reward for turn in t.turns] == [0.0, 0.0, 1.0]
+        assert [turn.ret for turn in t.turns] == [0.25, 0.5, 1.0]
+        assert t.turns[0].observation.startswith("Type: ")
+        assert t.turns[1].observation.startswith("Wrong.")
+        assert t.turns[2].action.startswith(r"\boxed{")
+        assert t.final_observation == "Correct."
+    again = RolloutCollector(echo_policy(wrong_first=2), gamma=0.5).collect_sync(
+        [InProcessSession(Echo(), "test:Echo") for _ in range(3)], seeds=[1, 2, 3]
+    )
+    assert [t.to_dict() for t in again] == [t.to_dict() for t in trajs]
+
+
+def test_horizon_caps_turns_and_env_budget_still_applies() -> None:
+    col = RolloutCollector(always_wrong, horizon=FixedHorizon(2), update_curricula=False)
+    (t,) = col.collect_sync([InProcessSession(Echo(), "test:Echo")], seeds=[0])
+    assert len(t.turns) == 2
+    assert t.truncated
+    assert not t.success
+    assert t.metrics["horizon_truncated"]
+    col = RolloutCollector(always_wrong, horizon=FixedHorizon(50))
+    (t,) = col.collect_sync([InProcessSession(Echo(), "test:Echo")], seeds=[0])
+    assert len(t.turns) == 4
+    assert t.truncated
+    assert "horizon_truncated" not in t.metrics
+
+
+def test_complexity_evolution_reaches_the_wrapped_base_env() -> None:
+    # the reference's bug: the level was logged as raised while the wrapped base env stayed at level 1
+    envs = [Tag(Tag(Echo())) for _ in range(4)]
+    sessions = [InProcessSession(e, "test:Echo") for e in envs]
+    ctrl = ComplexityController(promote_patience=2)
+    col = RolloutCollector(echo_policy(), controller=ctrl)
+    seen = []
+    for step in range(10):
+        trajs = col.collect_sync(sessions, seeds=[100 * step + i for i in range(4)])
+        for env, t in zip(envs, trajs):
+            assert env.unwrapped.complexity == t.complexity
+            assert len(re.findall(r"Type: (\w+)", t.turns[0].observation)[0]) == t.complexity  # really in effect
+        seen.append(trajs[0].complexity)
+        changes = col.last_level_changes
+        assert [(c.old_level, c.new_level) for c in changes] == ([(seen[-1], seen[-1] + 1)] if step % 2 else [])
+    assert seen == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    # the last update moved the controller to 6: the next episode runs there, on every base env
+    assert ctrl.level("test:Echo") == 6
+    trajs = col.collect_sync(sessions, seeds=[0, 1, 2, 3])
+    assert [e.unwrapped.complexity for e in envs] == [6] * 4 == [t.complexity for t in trajs]
+
+
+class IgnoresComplexity:
+    """A broken session: accepts set_complexity but always resets at level 1."""
+
+    env_id = "test:Echo"
+
+    def __init__(self) -> None:
+        self.env = Echo()
+
+    def set_complexity(self, level: int) -> None:
+        pass
+
+    async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return self.env.reset(seed)
+
+    async def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return tuple(self.env.step(action))  # type: ignore[return-value]
+
+
+def test_level_mismatch_is_an_error_not_a_silent_log() -> None:
+    ctrl = ComplexityController(initial_levels={"test:Echo": 3})
+    col = RolloutCollector(echo_policy(), controller=ctrl)
+    assert isinstance(IgnoresComplexity(), EnvSessionLike)
+    with pytest.raises(RuntimeError, match="controller level is 3 but the env reset at complexity 1"):
+        col.collect_sync([IgnoresComplexity()])
+
+
+class Exploding(Echo):
+    def _step(self, action: str) -> StepResult:
+        raise OSError("disk on fire")
+
+
+class CannotReset(Echo):
+    def _reset(self) -> tuple[str, dict[str, Any]]:
+        raise ValueError("bad instance")
+
+
+def test_failing_session_ends_only_its_episode_and_is_left_out_of_curricula() -> None:
+    ctrl = ComplexityController(promote_patience=1)
+    sessions = [
+        InProcessSession(Exploding(), "test:Boom"),
+        InProcessSession(Echo(), "test:Echo"),
+        InProcessSession(CannotReset(), "test:NoReset"),
+    ]
+    boom, ok, noreset = RolloutCollector(echo_policy(), controller=ctrl).collect_sync(sessions, seeds=[0, 0, 0])
+    assert noreset.error == "reset failed: ValueError: bad instance"
+    assert noreset.turns == []
+    assert boom.error == "OSError: disk on fire"
+    assert boom.truncated
+    assert not boom.turns
+    assert ok.success
+    assert ok.error is None
+    assert ctrl.levels() == {"test:Echo": 2}  # the failed envs never entered the statistics
+
+
+class ReportsCrash(InProcessSession):
+    """Like a vector backend: a crashed env comes back as a truncated step with info["error"]."""
+
+    async def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return "", 0.0, False, True, {"error": "WorkerCrashed: exit code -9"}
+
+
+def test_error_reported_in_info_marks_the_episode() -> None:
+    ctrl = ComplexityController(promote_patience=1)
+    (t,) = RolloutCollector(echo_policy(), controller=ctrl).collect_sync([ReportsCrash(Echo(), "test:Echo")])
+    assert t.error == "WorkerCrashed: exit code -9"
+    assert t.truncated
+    assert len(t.turns) == 1
+    assert ctrl.levels() == {}
+
+
+def test_generate_must_return_one_text_per_prompt() -> None:
+    async def short(prompts: list[Any]) -> list[str]:
+        return []
+
+    with pytest.raises(ValueError, match="1 prompts, got 0"):
+        RolloutCollector(short).collect_sync([InProcessSession(Echo(), "test:Echo")])
+    with pytest.raises(ValueError, match="2 seeds for 1 sessions"):
+        RolloutCollector(short).collect_sync([InProcessSession(Echo(), "test:Echo")], seeds=[1, 2])
+
+
+def test_formatters_window_and_layout() -> None:
+    h = History("e", ["start", "o1", "o2", "o3"], ["a1", "a2", "a3"])
+    text = HistoryFormatter(window=1, system_prompt="SYS").format(h)
+    assert text == "SYS\n\nObservation: start\n\n[2 earlier turns omitted]\n\nAction: a3\n\nObservation: o3\n\nAction:"
+    assert "a1" in HistoryFormatter(window=None).format(h)
+    msgs = ChatFormatter(window=2, system_prompt="S").format(h)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert msgs[1]["content"] == "start\n\n[1 earlier turn omitted]"
+    assert msgs[-1]["content"] == "o3"
+    assert ChatFormatter(window=0).format(h) == [{"role": "user", "content": "start\n\n[3 earlier turns omitted]"}]
+    with pytest.raises(ValueError, match="window"):
+        HistoryFormatter(window=-1)
+
+
+def test_registry_env_chat_policy_offload_and_adaptive_horizon() -> None:
+    async def bisect(prompts: list[Any]) -> list[str]:
+        out = []
+        for msgs in prompts:
+            lo, hi = map(int, re.search(r"between (\d+) and (\d+)", msgs[0]["content"]).groups())  # type: ignore[union-attr]
+            for m in msgs[1:]:
+                if m["role"] == "user" and (g := re.match(r"(\d+) is too (low|high)", m["content"])):
+                    v = int(g.group(1))
+                    lo, hi = (v + 1, hi) if g.group(2) == "low" else (lo, v - 1)
+            out.append(r"\boxed{" + str((lo + hi) // 2) + "}")
+        return out
+
+    # level 1 is 1..10: bisection needs at most 4 guesses, so every episode succeeds within a cap of 4
+    horizon = AdaptiveHorizon(initial=4, maximum=20, increment=5, threshold=0.5)
+    ctrl = ComplexityController(initial_level=1, promote_patience=10)
+    sessions = [InProcessSession.make("games:GuessTheNumber", offload=True) for _ in range(4)]
+    col = RolloutCollector(bisect, ChatFormatter(window=None), controller=ctrl, horizon=horizon)
+    first = asyncio.run(col.collect(sessions, seeds=[1, 2, 3, 4]))
+    assert all(t.complexity == 1 and t.success and len(t.turns) <= 4 for t in first)
+    assert horizon.horizon() == 9
+    for _ in range(3):
+        trajs = asyncio.run(col.collect(sessions, seeds=[5, 6, 7, 8]))
+    assert horizon.horizon() == 20
+    assert all(t.success for t in trajs)

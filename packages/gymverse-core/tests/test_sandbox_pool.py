@@ -1,0 +1,69 @@
+"""SandboxPool: same results as a fresh sandbox, per-job isolation between consecutive jobs, worker recovery."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from gymverse.sandbox import SandboxLimits, SandboxPool
+
+LIMITS = SandboxLimits(timeout=5, memory_mb=512)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    with SandboxPool(2, LIMITS) as p:
+        yield p
+
+
+def test_results_in_order_and_limits_per_job(pool: SandboxPool) -> None:
+    results = pool.map([f"print({i})\n{i} * {i}" for i in range(8)])
+    assert [r.return_value for r in results] == [i * i for i in range(8)]
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(8)]
+    assert pool.call("math:factorial", [6]).return_value == 720
+    assert pool.call("helper:f", [2], files={"helper.py": "def f(x):\n    return x + 1\n"}).return_value == 3
+    assert pool.run("while True: pass", limits=SandboxLimits(timeout=1)).status == "timeout"
+    assert pool.run("x = bytearray(2 * 1024**3)").status == "memory"
+    assert pool.run("1 + 1").return_value == 2  # the workers survived all of the above
+
+
+def test_consecutive_jobs_share_nothing() -> None:
+    with SandboxPool(1, LIMITS) as one:
+        first = one.run(
+            "import os, sys\nopen('/tmp/left-behind', 'w').write('x')\nopen('here.txt', 'w').write('x')\n"
+            "sys.modules['json'].LEAK = 1\n[os.getuid(), os.getcwd()]"
+        )
+        second = one.run(
+            "import os, json\n[os.getuid(), os.getcwd(), os.path.exists('/tmp/left-behind'),"
+            " os.path.exists('here.txt'), hasattr(json, 'LEAK')]"
+        )
+    assert first.status == second.status == "ok"
+    uid1, cwd1 = first.return_value
+    uid2, cwd2, tmp_left, cwd_left, leaked = second.return_value
+    assert cwd1 != cwd2
+    assert not cwd_left
+    assert not leaked
+    if "private-tmp" in second.isolation:
+        assert not tmp_left  # the worker's private /tmp is wiped between jobs
+    if "uid:" in " ".join(second.isolation):
+        assert uid1 != uid2  # a fresh uid per job
+
+
+def test_dead_worker_is_replaced(pool: SandboxPool) -> None:
+    for worker in list(pool._all):
+        worker.proc.kill()
+    results = [pool.run("1"), pool.run("2")]
+    assert {r.status for r in results} <= {"killed", "ok"}
+    assert any(r.status == "killed" and r.error == "sandbox pool worker died" for r in results)
+    assert [pool.run(f"{i}").return_value for i in range(3)] == [0, 1, 2]
+
+
+def test_bad_use() -> None:
+    with pytest.raises(ValueError, match="size"):
+        SandboxPool(0)
+    p = SandboxPool(1, LIMITS)
+    with pytest.raises(ValueError, match="network setting is fixed"):
+        p.run("1", limits=SandboxLimits(network=True))
+    p.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        p.run("1")

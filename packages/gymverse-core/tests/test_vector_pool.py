@@ -1,0 +1,140 @@
+"""Episode-level async sessions: `EnvPool` / `EnvSession`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import gymverse
+import gymverse.vector.testing  # noqa: F401 - registers vectest:*
+from gymverse.vector import EnvPool, VectorError
+
+
+async def _play(pool: EnvPool, env_id: str, seed: int, **kwargs: object) -> list[str]:
+    """One oracle-free episode that always adds 1: a deterministic transcript."""
+    async with await pool.session(env_id, seed=seed, **kwargs) as session:  # type: ignore[arg-type]
+        obs, _ = await session.reset()
+        out = [obs]
+        while True:
+            res = await session.step(r"\boxed{1}")
+            out.append(res.observation)
+            if res.terminated or res.truncated:
+                return out
+
+
+def test_session_transcript_matches_the_plain_env() -> None:
+    env = gymverse.make("games:GuessTheNumber", complexity=4)
+    env.reset(seed=8)
+    expected = [env.step(r"\boxed{7}").observation for _ in range(3)]
+
+    async def main() -> list[str]:
+        with EnvPool(4) as pool:
+            session = await pool.session("games:GuessTheNumber", seed=8, complexity=4)
+            await session.reset()
+            got = [(await session.step(r"\boxed{7}")).observation for _ in range(3)]
+            await session.close()
+            await session.close()  # idempotent
+            with pytest.raises(VectorError, match="closed"):
+                await session.step("x")
+            return got
+
+    assert asyncio.run(main()) == expected
+
+
+def test_native_async_and_blocking_envs_give_the_same_episode() -> None:
+    async def main() -> tuple[list[str], list[str]]:
+        with EnvPool(8) as pool:
+            return await asyncio.gather(_play(pool, "vectest:SleepIO", 5), _play(pool, "vectest:Count", 5))
+
+    native, blocking = asyncio.run(main())
+    assert native == blocking
+
+
+def test_pool_bounds_open_sessions() -> None:
+    async def main() -> list[str]:
+        events: list[str] = []
+        with EnvPool(2) as pool:
+            a = await pool.session("vectest:Count", seed=1)
+            b = await pool.session("vectest:Count", seed=2)
+            assert pool.active == 2
+
+            async def third() -> None:
+                c = await pool.session("vectest:Count", seed=3)
+                events.append("third opened")
+                await c.close()
+
+            task = asyncio.create_task(third())
+            await asyncio.sleep(0.05)
+            events.append("still waiting" if not task.done() else "did not wait")
+            await a.close()
+            await task
+            await b.close()
+            assert pool.active == 0
+        return events
+
+    assert asyncio.run(main()) == ["still waiting", "third opened"]
+
+
+def test_pool_serves_event_loops_in_several_threads_at_once() -> None:
+    pool = EnvPool(3)
+    results: dict[int, list[list[str]]] = {}
+
+    def worker(k: int) -> None:
+        async def main() -> list[list[str]]:
+            return list(await asyncio.gather(*(_play(pool, "vectest:SleepIO", 10 * k + j) for j in range(4))))
+
+        results[k] = asyncio.run(main())
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    pool.close()
+    assert sorted(results) == [0, 1, 2]
+    reference = asyncio.run(_solo_reference())
+    assert results[2][3] == reference
+    assert pool.active == 0
+
+
+async def _solo_reference() -> list[str]:
+    with EnvPool(1) as pool:
+        return await _play(pool, "vectest:SleepIO", 23)
+
+
+@pytest.mark.parametrize("env_id", ["vectest:Faulty", "vectest:AsyncHang"])
+def test_session_contains_env_failures(env_id: str) -> None:
+    async def main() -> list[object]:
+        with EnvPool(2, step_timeout=0.3) as pool:
+            kwargs = {"fail_rate": 1.0} if env_id == "vectest:Faulty" else {"hang_at": 1}
+            session = await pool.session(env_id, seed=0, **kwargs)
+            await session.reset()
+            res = await session.step(r"\boxed{1}")
+            with pytest.raises(VectorError, match="episode is over"):
+                await session.step(r"\boxed{1}")
+            obs, _ = await session.reset()  # a fresh env
+            await session.close()
+            return [res.truncated, res.terminated, res.info["error"], obs]
+
+    truncated, terminated, error, obs = asyncio.run(main())
+    assert truncated is True
+    assert terminated is False
+    assert str(error).startswith("ValueError: injected" if env_id == "vectest:Faulty" else "StepTimeout")
+    assert str(obs).startswith("Reach ")
+
+
+def test_unknown_env_and_bad_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="max_concurrency must be >= 1"):
+        EnvPool(0)
+
+    async def main() -> None:
+        with EnvPool(1) as pool:
+            with pytest.raises(LookupError, match="unknown env id"):
+                await pool.session("vectest:Missing")
+            with pytest.raises(ValueError, match="complexity must be"):
+                await pool.session("vectest:Count", complexity=0)
+            assert pool.active == 0  # failed opens took no permit
+
+    asyncio.run(main())

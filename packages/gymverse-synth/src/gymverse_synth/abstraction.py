@@ -1,0 +1,252 @@
+"""Stage 1 of synthesis: ask the LLM for a structured environment design and validate it, feeding errors back."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from gymverse_synth.llm.base import Completion, LLMClient, LLMError
+from gymverse_synth.seeds import Seed
+from gymverse_synth.spec import EnvDesign, design_field_guide
+
+SYSTEM_PROMPT = """You design text environments for training LLM agents with reinforcement learning.
+An environment is a turn-based game or task: reset() shows an observation, the agent answers with an action in
+\\boxed{...}, step(action) returns feedback, a reward and whether the episode ended. It must be deterministic given
+a seed, have an oracle strategy that always succeeds, and a complexity level 1..10 that makes it harder through
+numeric parameters (longer interactions, bigger structures, deeper dependencies).
+
+Reply with ONE JSON object and nothing else. Fields:
+{guide}"""
+
+EXAMPLE_DESIGN: dict[str, Any] = {
+    "name": "GuessTheNumber",
+    "domain": "Game",
+    "goal": "Find a hidden integer in [1, upper] within the guess budget.",
+    "state": "The hidden target, the current feasible interval [lo, hi], and the number of guesses left.",
+    "actions": [{"name": "guess", "syntax": "\\boxed{42}", "description": "Guess an integer in range."}],
+    "observations": "At reset: the range and the guess budget. After a guess: 'too low', 'too high' or 'correct'.",
+    "feedback": "Out-of-range guesses are reported and cost a turn; a malformed action gets a format error.",
+    "rules": ["Each guess uses one turn.", "A guess equal to the target ends the episode with success."],
+    "success_conditions": ["The agent guesses the target."],
+    "failure_conditions": ["The guess budget runs out."],
+    "reward_design": "1.0 on success, 0.0 per other step, -0.1 for a malformed action.",
+    "complexity_params": [
+        {
+            "name": "upper",
+            "level_1": 10,
+            "level_10": 5000,
+            "makes_harder": "structure_size",
+            "description": "Upper end of the range.",
+        },
+        {
+            "name": "slack",
+            "level_1": 6,
+            "level_10": 0,
+            "makes_harder": "interaction_length",
+            "description": "Spare guesses beyond what binary search needs.",
+        },
+    ],
+    "oracle_strategy": "Binary search: guess the midpoint of [lo, hi] and shrink the interval by the feedback.",
+}
+
+_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+class DesignParseError(ValueError):
+    """The reply held no JSON object (`kind` "json"), or JSON that is not a valid `EnvDesign` ("validation")."""
+
+    def __init__(self, message: str, kind: str = "json") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class AbstractionAttempt(BaseModel):
+    """One request/reply round: the reply text and, if it was rejected, why."""
+
+    index: int
+    reply: str
+    error: str | None = None
+    error_kind: str | None = None  # "json" | "validation" | "llm"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class AbstractionResult(BaseModel):
+    """The outcome of `abstract`: the design (None on failure) plus every attempt, for provenance."""
+
+    seed: Seed
+    model: str
+    design: EnvDesign | None = None
+    attempts: list[AbstractionAttempt] = Field(default_factory=list)
+    messages: list[dict[str, str]] = Field(default_factory=list, description="the first request sent")
+
+    @property
+    def ok(self) -> bool:
+        """True when a design was accepted."""
+        return self.design is not None
+
+    @property
+    def failure_reasons(self) -> list[str]:
+        """The error of every rejected attempt, in order."""
+        return [f"attempt {a.index}: {a.error_kind}: {a.error}" for a in self.attempts if a.error]
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens over all attempts."""
+        return sum(a.prompt_tokens + a.completion_tokens for a in self.attempts)
+
+
+def _seed_details(seed: Seed) -> str:
+    p = seed.payload
+    if seed.kind == "builtin":
+        params = json.dumps(p.get("complexity_params", {}))
+        return (
+            f"Existing environment {p.get('env_id')}: {p.get('description', '')}\n"
+            f"Its complexity parameters (level 1, level 10): {params}\n"
+            "Design a DIFFERENT environment inspired by it: new mechanics or a new twist, not a copy."
+        )
+    if seed.kind == "codeio":
+        return (
+            f"Task: {p.get('task_description', '')}\n"
+            f"Input/output: {p.get('input_output_spec', '')}\n"
+            f"Reference program:\n```python\n{p.get('code_sample', '')}\n```\n"
+            "Make it multi-turn: the agent should reach the answer through several actions with feedback."
+        )
+    return ""
+
+
+def build_abstraction_messages(seed: Seed, *, with_example: bool = True) -> list[dict[str, str]]:
+    """The first request for `seed`: system prompt with the field guide, then the seed (and a worked example)."""
+    system = SYSTEM_PROMPT.replace("{guide}", design_field_guide())
+    if with_example:
+        system += "\n\nExample of a complete reply:\n" + json.dumps(EXAMPLE_DESIGN, indent=1)
+    user = f"Domain: {seed.domain}\nIdea: {seed.idea}"
+    details = _seed_details(seed)
+    if details:
+        user += "\n\n" + details
+    user += "\n\nReply with the JSON object of the design."
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in `text`: inside a ```json fence if there is one, else the first bare ``{...}``."""
+    candidates = [m.group(1) for m in _FENCE_RE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    first_error: str | None = None
+    for chunk in candidates:
+        for start in (i for i, ch in enumerate(chunk) if ch == "{"):
+            try:
+                obj, _ = decoder.raw_decode(chunk, start)
+            except json.JSONDecodeError as err:
+                first_error = first_error or f"{err.msg} at line {err.lineno} column {err.colno}"
+                continue
+            if isinstance(obj, dict):
+                return obj
+    if first_error is None:
+        raise DesignParseError("the reply contains no JSON object (expected one {...} object)")
+    raise DesignParseError(f"the reply is not valid JSON: {first_error}")
+
+
+def format_validation_error(err: ValidationError, limit: int = 12) -> str:
+    """Compact ``field.path: message`` lines, the part of a pydantic error an LLM can act on."""
+    lines = []
+    for e in err.errors()[:limit]:
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"{loc}: {e['msg']}")
+    more = len(err.errors()) - limit
+    if more > 0:
+        lines.append(f"... and {more} more errors")
+    return "\n".join(lines)
+
+
+def parse_design(text: str) -> EnvDesign:
+    """Extract and validate an `EnvDesign` from a reply; raises `DesignParseError` with an actionable message."""
+    obj = extract_json_object(text)
+    try:
+        return EnvDesign.model_validate(obj)
+    except ValidationError as err:
+        raise DesignParseError(
+            "the JSON does not match the design schema:\n" + format_validation_error(err), kind="validation"
+        ) from err
+
+
+def _feedback(error: str) -> str:
+    return (
+        f"Your reply was rejected:\n{error}\n\n"
+        "Reply again with ONE corrected JSON object containing every field, and nothing else."
+    )
+
+
+def _judge(index: int, completion: Completion) -> tuple[AbstractionAttempt, EnvDesign | None]:
+    attempt = AbstractionAttempt(
+        index=index,
+        reply=completion.text,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+    )
+    try:
+        design = parse_design(completion.text)
+    except DesignParseError as err:
+        attempt.error = str(err)
+        attempt.error_kind = err.kind
+        return attempt, None
+    return attempt, design
+
+
+def _next_messages(base: list[dict[str, str]], attempt: AbstractionAttempt) -> list[dict[str, str]]:
+    # only the latest rejected reply goes back: small models lose the thread in long conversations
+    feedback = {"role": "user", "content": _feedback(attempt.error or "")}
+    return [*base, {"role": "assistant", "content": attempt.reply}, feedback]
+
+
+def _check_attempts(max_attempts: int) -> None:
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+
+
+def abstract(seed: Seed, client: LLMClient, max_attempts: int = 3, **sampling: Any) -> AbstractionResult:
+    """Ask `client` for a design of `seed`, retrying invalid replies with the error fed back (all attempts kept).
+
+    An `LLMError` (the model could not be reached) ends the stage with a failure result; a `ReplayMiss` propagates.
+    """
+    _check_attempts(max_attempts)
+    base = build_abstraction_messages(seed)
+    result = AbstractionResult(seed=seed, model=client.model, messages=base)
+    messages = base
+    for index in range(max_attempts):
+        try:
+            completion = client.chat(messages, **sampling)
+        except LLMError as err:
+            result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
+            return result
+        attempt, design = _judge(index, completion)
+        result.attempts.append(attempt)
+        if design is not None:
+            result.design = design
+            return result
+        messages = _next_messages(base, attempt)
+    return result
+
+
+async def aabstract(seed: Seed, client: LLMClient, max_attempts: int = 3, **sampling: Any) -> AbstractionResult:
+    """Async `abstract`, for running many seeds concurrently."""
+    _check_attempts(max_attempts)
+    base = build_abstraction_messages(seed)
+    result = AbstractionResult(seed=seed, model=client.model, messages=base)
+    messages = base
+    for index in range(max_attempts):
+        try:
+            completion = await client.achat(messages, **sampling)
+        except LLMError as err:
+            result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
+            return result
+        attempt, design = _judge(index, completion)
+        result.attempts.append(attempt)
+        if design is not None:
+            result.design = design
+            return result
+        messages = _next_messages(base, attempt)
+    return result

@@ -1,0 +1,179 @@
+"""``gymverse evaluate``: the main job. Registered into the core CLI through the ``gymverse.cli`` entry-point group.
+
+Also runnable as ``python -m gymverse_synth.evaluate.cli`` with the same arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_OUT = "gymverse-eval"
+
+
+def _csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    values = _csv_ints(text)
+    bad = [v for v in values if not 1 <= v <= 10]
+    if bad:
+        raise argparse.ArgumentTypeError(f"levels must be in 1..10, got {bad}")
+    return tuple(sorted(set(values)))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _policies(text: str) -> tuple[str, ...]:
+    from gymverse_synth.evaluate.policies import parse_policy_spec
+
+    try:
+        return tuple(parse_policy_spec(p) for p in text.split(",") if p.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``gymverse evaluate``."""
+    p.add_argument("suite", nargs="?", default="builtin",
+                   help="builtin (default), a family, an env id, an artifact dir, .py env file(s) or a dir of them")  # fmt: skip
+    p.add_argument("--policy", "--policies", dest="policies", type=_policies, default=None,
+                   help="comma-separated: random, oracle, noisy[:EPS], constant, llm (default random,oracle,noisy)")  # fmt: skip
+    p.add_argument("--epsilon", type=float, default=None, help="ε of a bare 'noisy' policy (default 0.3)")
+    p.add_argument("--levels", type=_levels, default=(1, 3, 5, 7, 10), help="levels (default 1,3,5,7,10)")
+    p.add_argument("--seeds", type=_positive, default=16, help="seeded episodes per level and policy (default 16)")
+    p.add_argument("--k", type=_csv_ints, default=(1, 5, 10), help="pass@k values (default 1,5,10)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default ./{DEFAULT_OUT})")
+    p.add_argument("--llm", metavar="URL|local", help="LLM for the llm policy and the rubric judge")
+    p.add_argument("--model", default=None, help="model name sent to an OpenAI-compatible --llm endpoint")
+    p.add_argument("--history", type=int, default=4, help="LLM policy history window in exchanges (default 4)")
+    p.add_argument("--executor", choices=("sandbox", "process", "inline"), default="sandbox",
+                   help="where env code runs (default sandbox: isolated, resource-limited processes)")  # fmt: skip
+    p.add_argument("--workers", type=_positive, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm", help="diversity embeddings")
+    p.add_argument("--no-correctness", action="store_true", help="skip the checker/oracle/degeneracy pass")
+    p.add_argument("--no-diversity", action="store_true", help="skip diversity")
+
+
+def register(subparsers: Any) -> None:
+    """Entry point of the ``gymverse.cli`` group: add the ``evaluate`` subcommand to the core CLI."""
+    p = subparsers.add_parser("evaluate", help="evaluate a suite: correctness, difficulty, diversity, HTML report")
+    add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from gymverse_synth.evaluate.correctness import CorrectnessConfig
+    from gymverse_synth.evaluate.difficulty import DifficultyConfig
+    from gymverse_synth.evaluate.diversity import HashingEmbedder, default_embedder
+    from gymverse_synth.evaluate.runner import DEFAULT_POLICIES, EvaluationConfig
+
+    policies = list(args.policies or DEFAULT_POLICIES)
+    if args.epsilon is not None:
+        if not 0.0 <= args.epsilon <= 1.0:
+            raise ValueError(f"--epsilon must be in [0, 1], got {args.epsilon}")
+        policies = [f"noisy:{args.epsilon:g}" if p == "noisy:0.3" else p for p in policies]
+    client = None
+    if args.llm:
+        from gymverse_synth.llm import get_client
+
+        client = get_client(args.llm, model=args.model)
+        if "llm" not in policies:
+            policies.append("llm")
+    return EvaluationConfig(
+        policies=tuple(policies),
+        difficulty=DifficultyConfig(levels=args.levels, seeds=tuple(range(args.seeds)), ks=args.k),
+        correctness=CorrectnessConfig(),
+        executor=args.executor,
+        workers=args.workers,
+        run_correctness=not args.no_correctness,
+        run_diversity=not args.no_diversity,
+        embedder=HashingEmbedder() if args.embedder == "hashing" else default_embedder(),
+        llm=client,
+        llm_policy_options={"history_window": args.history},
+    )
+
+
+def _print_summary(report: Any, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"gymverse evaluate: {report.run['suite']}")
+    for col in ("env", "verdict", "bucket", "slope", "spearman", "flags"):
+        table.add_column(col, overflow="fold")
+    style = {"correct": "green", "incorrect": "red", "error": "red", "unverified": "yellow"}
+    for ev in report.envs:
+        v = ev.correctness.verdict
+        table.add_row(
+            ev.name,
+            f"[{style.get(v, '')}]{v}[/]",
+            ev.bucket or "-",
+            "-" if ev.slope is None else f"{ev.slope:+.3f}",
+            "-" if ev.spearman is None else f"{ev.spearman:+.2f}",
+            ", ".join(ev.flags),
+        )
+    console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the evaluation described by `args`; exit code 0 when it completed (whatever the verdicts), 2 on bad input."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gymverse_synth.evaluate.report import write_report
+    from gymverse_synth.evaluate.runner import evaluate_suite
+    from gymverse_synth.evaluate.suites import SuiteError, load_suite
+
+    err = Console(file=sys.stderr)
+    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 140
+    out = Console(file=sys.stdout, width=width, highlight=False)
+    try:
+        suite = load_suite(args.suite)
+        cfg = _config(args)
+    except (SuiteError, ValueError) as exc:
+        print(f"gymverse evaluate: error: {exc}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task(f"evaluating {len(suite.entries)} envs", total=None)
+
+        def on_progress(done: int, total: int, what: str) -> None:
+            progress.update(task, completed=done, total=total, description=f"{what[:40]:<40}")
+
+        report = evaluate_suite(suite, cfg, progress=on_progress)
+    json_path, html_path = write_report(report, args.out)
+    _print_summary(report, out)
+    out.print(f"evaluated {len(report.envs)} envs in {time.perf_counter() - start:.1f}s ({report.run['executor']})")
+    out.print(f"JSON:   {json_path}")
+    out.print(f"report: {html_path.resolve()}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point (``python -m gymverse_synth.evaluate.cli``)."""
+    parser = argparse.ArgumentParser(prog="gymverse evaluate", description="Evaluate a GymVerse suite.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

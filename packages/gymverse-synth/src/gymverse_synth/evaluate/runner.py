@@ -1,0 +1,213 @@
+"""`evaluate_suite`: correctness, difficulty and diversity of a suite, run concurrently, as one `EvaluationReport`."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gymverse_synth.evaluate import difficulty as D
+from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
+from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
+from gymverse_synth.evaluate.executors import make_executor
+from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
+from gymverse_synth.evaluate.schema import Correctness, EnvEvaluation, EvaluationReport, LevelResult
+from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env
+
+EPISODES_TARGET = "gymverse_synth.evaluate.jobs:episodes_job"
+DEFAULT_POLICIES = ("random", "oracle", "noisy:0.3")
+#: ``progress(done, total, what)`` after every finished job.
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class EvaluationConfig:
+    """Everything `evaluate_suite` needs besides the suite."""
+
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    difficulty: D.DifficultyConfig = field(default_factory=D.DifficultyConfig)
+    correctness: CorrectnessConfig = field(default_factory=CorrectnessConfig)
+    #: ``sandbox`` (default: untrusted code runs isolated and limited), ``process`` or ``inline``.
+    executor: str = "sandbox"
+    workers: int | None = None
+    run_correctness: bool = True
+    run_diversity: bool = True
+    embedder: Embedder | None = None
+    near_duplicate_threshold: float = 0.95
+    #: An LLM client for the ``llm`` policy (and the rubric judge unless `judge` is given).
+    llm: Any = None
+    llm_policy_options: dict[str, Any] = field(default_factory=dict)
+    judge: Any = None
+
+    def __post_init__(self) -> None:
+        self.policies = tuple(dict.fromkeys(parse_policy_spec(p) for p in self.policies))
+        if not self.policies:
+            raise ValueError("at least one policy is needed")
+        if "llm" in self.policies and self.llm is None:
+            raise ValueError("the llm policy needs an LLM client (config.llm / --llm URL|local)")
+
+
+def _llm_job(entry: EnvEntry, client: Any, options: dict[str, Any], level: int, cfg: D.DifficultyConfig) -> Any:
+    try:
+        env = build_env(entry.ref, level)
+    except Exception as err:
+        return {"error": f"cannot build env at level {level}: {type(err).__name__}: {err}"}
+    policy = LLMPolicy(client, **options)
+    return {"episodes": [e.to_dict() for e in run_episodes(env, policy, cfg.seeds, cfg.max_steps)]}
+
+
+def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) -> tuple[dict[Any, Any], str, int]:
+    """Submit every job, wait for all; returns {key: result}, the executor's name and worker count."""
+    paths = sorted({p for e in suite.entries for p in e.paths})
+    executor = make_executor(cfg.executor, cfg.workers, readable_paths=paths)
+    llm_pool = ThreadPoolExecutor(max(1, executor.workers)) if "llm" in cfg.policies else None
+    futures: dict[Future[Any], Any] = {}
+    dcfg = cfg.difficulty
+    try:
+        for entry in suite.entries:
+            if entry.load_error:
+                continue
+            if cfg.run_correctness:
+                kw = cfg.correctness.job_kwargs(entry.ref)
+                futures[executor.submit(CHECK_TARGET, kw, cfg.correctness.timeout)] = ("check", entry.name)
+            for policy in cfg.policies:
+                for level in dcfg.levels:
+                    key = ("episodes", entry.name, policy, level)
+                    if policy == "llm":
+                        assert llm_pool is not None
+                        fut = llm_pool.submit(_llm_job, entry, cfg.llm, cfg.llm_policy_options, level, dcfg)
+                    else:
+                        kw = {"ref": entry.ref, "policy": policy, "level": level, "seeds": list(dcfg.seeds)}
+                        fut = executor.submit(EPISODES_TARGET, {**kw, "max_steps": dcfg.max_steps}, dcfg.timeout)
+                    futures[fut] = key
+        results: dict[Any, Any] = {}
+        for done, fut in enumerate(as_completed(futures), start=1):
+            key = futures[fut]
+            try:
+                results[key] = fut.result()
+            except Exception as err:
+                results[key] = {"error": f"{type(err).__name__}: {err}"}
+            if progress is not None:
+                progress(done, len(futures), " ".join(str(k) for k in key[1:]))
+        return results, executor.name, executor.workers
+    finally:
+        if llm_pool is not None:
+            llm_pool.shutdown(wait=True)
+        executor.close()
+
+
+def _difficulty(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -> dict[str, Any]:
+    out = {}
+    for policy in cfg.policies:
+        levels: list[LevelResult] = []
+        errors: list[str] = []
+        for level in cfg.difficulty.levels:
+            res = results.get(("episodes", entry.name, policy, level), {"error": "not run"})
+            if "error" in res:
+                errors.append(f"level {level}: {res['error']}")
+                continue
+            levels.append(D.level_result(level, res["episodes"], cfg.difficulty.ks))
+        out[policy] = D.policy_difficulty(policy, levels, error="; ".join(errors)[:1000] or None)
+    return out
+
+
+def _env_eval(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -> EnvEvaluation:
+    if entry.load_error:
+        corr = Correctness("error", [entry.load_error])
+        return EnvEvaluation(entry.name, entry.kind, entry.ref, entry.domain, entry.description, corr, flags=["error"])
+    rubric = None
+    judge = cfg.judge if cfg.judge is not None else cfg.llm
+    if judge is not None and entry.spec:
+        rubric = judge_rubric(judge, entry)
+    if cfg.run_correctness:
+        evidence = results.get(("check", entry.name), {"error": "correctness job did not run"})
+        corr = verdict(evidence, rubric, cfg.correctness.degeneracy_max_rate)
+    else:
+        corr = Correctness("unverified", ["correctness pass skipped"], rubric=rubric)
+    diff = _difficulty(entry, cfg, results)
+    ev = EnvEvaluation(entry.name, entry.kind, entry.ref, entry.domain, entry.description, corr, diff)
+    ref = D.reference_policy(diff)
+    if ref is not None:
+        pd = diff[ref]
+        ev.reference_policy, ev.slope, ev.spearman = ref, pd.slope, pd.spearman
+        ev.bucket = D.bucket(pd.mean_rate)
+        ev.flags += D.difficulty_flags(pd, cfg.difficulty.flat_tolerance)
+    if corr.verdict != "correct":
+        ev.flags.append(corr.verdict)
+    return ev
+
+
+def _summary(envs: Sequence[EnvEvaluation]) -> dict[str, Any]:
+    return {
+        "n_envs": len(envs),
+        "verdicts": dict(Counter(e.correctness.verdict for e in envs)),
+        "buckets": dict(Counter(e.bucket or "unknown" for e in envs)),
+        "flagged": {e.name: list(e.flags) for e in envs if e.flags},
+    }
+
+
+def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
+    """Settings and machine facts recorded in ``run``."""
+    from gymverse import __version__ as core_version
+
+    from gymverse_synth import __version__ as synth_version
+
+    return {
+        "suite": suite.name,
+        "policies": list(cfg.policies),
+        "levels": list(cfg.difficulty.levels),
+        "seeds": list(cfg.difficulty.seeds),
+        "ks": list(cfg.difficulty.ks),
+        "flat_tolerance": cfg.difficulty.flat_tolerance,
+        "correctness": {
+            "checker_levels": list(cfg.correctness.checker_levels),
+            "checker_seeds": list(cfg.correctness.checker_seeds),
+            "oracle_seeds": list(cfg.correctness.oracle_seeds),
+            "degeneracy_levels": list(cfg.correctness.degeneracy_levels),
+            "degeneracy_seeds": list(cfg.correctness.degeneracy_seeds),
+            "degeneracy_max_rate": cfg.correctness.degeneracy_max_rate,
+        }
+        if cfg.run_correctness
+        else None,
+        "llm_model": getattr(cfg.llm, "model", None),
+        "judge_model": getattr(cfg.judge if cfg.judge is not None else cfg.llm, "model", None),
+        "gymverse_version": core_version,
+        "gymverse_synth_version": synth_version,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def evaluate_suite(suite: Suite, config: EvaluationConfig | None = None, progress: ProgressFn | None = None) -> EvaluationReport:
+    """Evaluate every env of `suite`; broken envs are reported in their entry, never raised."""
+    cfg = config or EvaluationConfig()
+    started = datetime.now(UTC)
+    t0 = time.perf_counter()
+    results, executor_name, workers = _run_jobs(suite, cfg, progress)
+    envs = [_env_eval(e, cfg, results) for e in suite.entries]
+    diversity = None
+    if cfg.run_diversity:
+        diversity = evaluate_diversity(suite.entries, cfg.embedder, cfg.near_duplicate_threshold)
+        dup_names = {n for d in diversity.near_duplicates for n in (d["a"], d["b"])}
+        for ev in envs:
+            if ev.name in dup_names:
+                ev.flags.append("near_duplicate")
+    run = run_metadata(suite, cfg)
+    run.update(
+        executor=executor_name,
+        workers=workers,
+        started_at=started.isoformat(timespec="seconds"),
+        wall_seconds=round(time.perf_counter() - t0, 3),
+    )
+    return EvaluationReport(run=run, envs=envs, diversity=diversity, summary=_summary(envs))
+
+
+__all__ = ["DEFAULT_POLICIES", "EvaluationConfig", "ProgressFn", "evaluate_suite", "run_metadata"]

@@ -1,0 +1,263 @@
+"""Suites of environments to evaluate: built-in families, synthesized artifact directories, GEM-style env files.
+
+An `EnvEntry` describes one environment *without executing its code* (untrusted programs only ever run inside the
+sandbox workers): its `ref` is a short string that `build_env` turns into a live `Env` in the worker. Descriptions,
+domains and source text come from the registry (built-ins), ``spec.json`` (artifacts) or the file's AST.
+
+Suite specs accepted by `load_suite`: ``None``/``"builtin"`` (every registered env), a family (``"games"``), a
+registered id (``"games:Mastermind"``), an artifact directory (``env.py`` + ``spec.json``), a directory of
+artifacts, a ``.py`` env file (GymVerse or GEM style), a directory of such files, or several of these joined by
+commas.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gymverse.core import Env
+
+EntryKind = Literal["builtin", "artifact", "file", "gem"]
+
+
+class SuiteError(ValueError):
+    """The suite spec names nothing that can be evaluated."""
+
+
+@dataclass
+class EnvEntry:
+    """One environment of a suite, described without running its code."""
+
+    name: str
+    kind: EntryKind
+    #: What `build_env` takes: a registered id, ``file:/abs/env.py`` or ``gem:/abs/env.py``.
+    ref: str
+    domain: str = "other"
+    description: str = ""
+    #: Program text (for structural and embedding diversity); empty when unavailable.
+    source: str = ""
+    #: The abstraction spec (artifacts' ``spec.json``) when there is one.
+    spec: dict[str, Any] | None = None
+    #: Why the entry cannot be evaluated at all (missing env.py, unreadable spec); None when it can.
+    load_error: str | None = None
+    #: Files and folders a sandboxed worker must be able to read.
+    paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Suite:
+    """A named list of entries."""
+
+    name: str
+    entries: list[EnvEntry]
+
+    def names(self) -> list[str]:
+        """Entry names in order."""
+        return [e.name for e in self.entries]
+
+
+def build_env(ref: str, level: int, seed: int | None = None) -> Env:
+    """Build the env behind an entry `ref` at complexity `level` (called inside workers)."""
+    if ref.startswith("gem:"):
+        from gymverse.compat.gem import load_gem_env_file
+
+        return load_gem_env_file(ref.removeprefix("gem:"), complexity=level, seed=seed)
+    if ref.startswith("file:"):
+        from gymverse.loader import load_env_class
+
+        return load_env_class(ref.removeprefix("file:"))(complexity=level, seed=seed)
+    import gymverse
+
+    return gymverse.make(ref, complexity=level, seed=seed)
+
+
+# ----------------------------------------------------------------------------------------------- static description
+def _literal_kwargs(call: ast.Call) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError:
+            continue
+    return out
+
+
+def describe_source(source: str) -> dict[str, Any]:
+    """Name, domain and description read from a program's AST (``EnvMetadata(...)`` literals, docstrings)."""
+    info: dict[str, Any] = {}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return info
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "EnvMetadata":
+            kwargs = _literal_kwargs(node)
+            for key in ("name", "domain", "description"):
+                if isinstance(kwargs.get(key), str):
+                    info.setdefault(key, kwargs[key])
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    if classes:
+        info.setdefault("name", classes[-1].name)
+        doc = ast.get_docstring(classes[-1])
+        if doc:
+            info.setdefault("description", doc.strip().splitlines()[0])
+    module_doc = ast.get_docstring(tree)
+    if module_doc:
+        info.setdefault("description", module_doc.strip().splitlines()[0])
+    return info
+
+
+def _is_gem_source(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gem":
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gem" for a in node.names):
+            return True
+    return False
+
+
+def _read(path: Path) -> tuple[str, str | None]:
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except (OSError, UnicodeDecodeError) as err:
+        return "", f"{path}: cannot read: {err}"
+
+
+def file_entry(path: Path) -> EnvEntry:
+    """An entry for one ``.py`` env file (GEM style when it imports ``gem``, else a GymVerse env file)."""
+    path = path.resolve()
+    source, error = _read(path)
+    kind: EntryKind = "gem" if _is_gem_source(source) else "file"
+    info = describe_source(source)
+    return EnvEntry(
+        name=f"{kind}:{path.stem}",
+        kind=kind,
+        ref=f"{kind}:{path}",
+        domain=str(info.get("domain", "other")),
+        description=str(info.get("description", "")),
+        source=source,
+        load_error=error,
+        paths=[str(path.parent)],
+    )
+
+
+def artifact_entry(directory: Path) -> EnvEntry:
+    """An entry for a synthesized artifact directory (``env.py`` + ``spec.json``); missing files become errors."""
+    directory = directory.resolve()
+    env_py, spec_json = directory / "env.py", directory / "spec.json"
+    errors: list[str] = []
+    spec: dict[str, Any] | None = None
+    if spec_json.is_file():
+        try:
+            loaded = json.loads(spec_json.read_text(encoding="utf-8"))
+            spec = loaded if isinstance(loaded, dict) else None
+            if spec is None:
+                errors.append(f"{spec_json}: expected a JSON object, got {type(loaded).__name__}")
+        except (OSError, ValueError) as err:
+            errors.append(f"{spec_json}: unreadable: {err}")
+    source = ""
+    if env_py.is_file():
+        source, err = _read(env_py)
+        if err:
+            errors.append(err)
+    else:
+        errors.append(f"{directory}: no env.py")
+    info = describe_source(source)
+    spec = spec or {}
+    description = str(spec.get("goal") or spec.get("description") or info.get("description", ""))
+    domain = str(spec.get("domain") or info.get("domain", "other"))
+    return EnvEntry(
+        name=f"synth:{spec.get('name') or directory.name}",
+        kind="artifact",
+        ref=f"file:{env_py}",
+        domain=domain,
+        description=description,
+        source=source,
+        spec=spec or None,
+        # a missing spec.json is tolerated (no rubric judge); a missing env.py is not
+        load_error="; ".join(e for e in errors if "env.py" in e) or None,
+        paths=[str(directory)],
+    )
+
+
+def builtin_entries(family: str | None = None) -> list[EnvEntry]:
+    """Entries for the registered envs (of one family when given)."""
+    from gymverse import registry
+
+    entries = []
+    for env_id in registry.list_envs(family):
+        entry = EnvEntry(name=env_id, kind="builtin", ref=env_id)
+        try:
+            factory = registry.spec(env_id).load()
+            cls = factory if isinstance(factory, type) else None
+            if cls is not None and issubclass(cls, Env):
+                entry.domain = cls.metadata.domain
+                entry.description = cls.metadata.description
+                module = inspect.getmodule(cls)
+                entry.source = inspect.getsource(module) if module else ""
+        except Exception as err:  # a broken plugin is reported by the evaluation, not here
+            entry.load_error = f"{env_id}: cannot load: {type(err).__name__}: {err}"
+        entries.append(entry)
+    return entries
+
+
+def _dir_entries(directory: Path) -> list[EnvEntry]:
+    if (directory / "env.py").is_file() or (directory / "spec.json").is_file():
+        return [artifact_entry(directory)]
+    subdirs = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    artifacts = [artifact_entry(d) for d in subdirs if (d / "env.py").exists() or (d / "spec.json").exists()]
+    files = [file_entry(p) for p in sorted(directory.glob("*.py")) if not p.name.startswith("_")]
+    return artifacts + files
+
+
+def _one(spec: str) -> tuple[str, list[EnvEntry]]:
+    from gymverse import registry
+
+    if spec in ("", "builtin", "builtins", "all"):
+        return "builtin", builtin_entries()
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path.name, _dir_entries(path)
+    if path.is_file() and path.suffix == ".py":
+        return path.stem, [file_entry(path)]
+    if path.suffix == ".py" or "/" in spec:
+        raise SuiteError(f"{spec}: no such file or directory")
+    families = sorted({i.split(":", 1)[0] for i in registry.list_envs()})
+    if spec in families:
+        return spec, builtin_entries(spec)
+    if spec in registry.list_envs():
+        return spec, [e for e in builtin_entries(spec.split(":", 1)[0]) if e.name == spec]
+    raise SuiteError(
+        f"unknown suite {spec!r}: expected 'builtin', a family ({', '.join(families)}), a registered id, "
+        "an artifact directory, or a .py env file / directory of them"
+    )
+
+
+def load_suite(spec: str | Path | None = None) -> Suite:
+    """Resolve a suite spec (see the module docstring) into entries; raises `SuiteError` when it names nothing."""
+    parts = [p.strip() for p in str(spec or "builtin").split(",") if p.strip()] or ["builtin"]
+    names, entries, seen = [], [], set()
+    for part in parts:
+        name, found = _one(part)
+        names.append(name)
+        for entry in found:
+            if entry.name in seen:  # two files with one stem: keep both, distinguishable
+                entry.name = f"{entry.name}#{len(entries)}"
+            seen.add(entry.name)
+            entries.append(entry)
+    if not entries:
+        raise SuiteError(f"suite {spec!r} contains no environments")
+    return Suite("+".join(names), entries)
+
+
+__all__ = ["EnvEntry", "Suite", "SuiteError", "artifact_entry", "build_env", "describe_source", "load_suite"]

@@ -1,0 +1,197 @@
+"""Client for any OpenAI-compatible ``/v1/chat/completions`` server (vLLM, SGLang, llama.cpp, OpenAI)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import ssl
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from gymverse_synth.llm.base import BaseLLMClient, Completion, LLMError
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+BODY_EXCERPT = 500
+
+
+def _excerpt(text: str, limit: int = BODY_EXCERPT) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
+
+
+@functools.cache
+def _shared_ssl_context() -> ssl.SSLContext:
+    # building a context loads the CA bundle (tens of ms); do it once per process, not once per request
+    return httpx.create_ssl_context()
+
+
+class _Retryable(Exception):
+    """One failed attempt worth retrying; `delay` overrides the backoff (from ``Retry-After``)."""
+
+    def __init__(self, reason: str, status: int | None = None, body: str | None = None, delay: float | None = None):
+        super().__init__(reason)
+        self.reason, self.status, self.body, self.delay = reason, status, body, delay
+
+
+class OpenAIClient(BaseLLMClient):
+    """Chat completions over HTTP with retries (429/5xx/connection errors/timeouts), backoff and a concurrency cap.
+
+    `base_url` is the server root or its ``/v1`` prefix (``http://localhost:8000`` and ``http://localhost:8000/v1``
+    both work). `api_key` defaults to ``$OPENAI_API_KEY`` when set. Extra keyword arguments become default sampling
+    parameters (``temperature``, ``max_tokens``, ``top_p``, ``seed``, ``stop``, ...), overridden per call.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        max_concurrency: int = 16,
+        **default_sampling: Any,
+    ) -> None:
+        super().__init__(model, **default_sampling)
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if max_retries < 0 or max_concurrency < 1 or timeout <= 0 or backoff < 0:
+            raise ValueError(
+                f"need max_retries >= 0, max_concurrency >= 1, timeout > 0, backoff >= 0; got {max_retries}, "
+                f"{max_concurrency}, {timeout}, {backoff}"
+            )
+        root = base_url.rstrip("/")
+        self.base_url = root if root.endswith("/v1") else root + "/v1"
+        self.url = self.base_url + "/chat/completions"
+        self.timeout, self.max_retries, self.backoff, self.max_backoff = timeout, max_retries, backoff, max_backoff
+        self.max_concurrency = max_concurrency
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._sync_sem = threading.BoundedSemaphore(max_concurrency)
+        # an asyncio.Semaphore belongs to one event loop; a new loop (another asyncio.run) gets a new one
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._async_sem: asyncio.Semaphore | None = None
+        # one connection pool per request (closed when it ends, so nothing leaks across event loops); the costly
+        # part of a pool, the TLS context, is built once and shared
+        self._verify: ssl.SSLContext = _shared_ssl_context()
+
+    # -- request/response --------------------------------------------------------------------------------------
+
+    def _payload(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> dict[str, Any]:
+        return {"model": self.model, "messages": messages, **sampling, "stream": False}
+
+    def _backoff(self, attempt: int, hint: float | None) -> float:
+        if hint is not None:
+            return min(max(hint, 0.0), self.max_backoff)
+        return min(self.backoff * (2**attempt), self.max_backoff)
+
+    def _handle(self, response: httpx.Response, started: float) -> Completion:
+        status = response.status_code
+        if status in RETRY_STATUSES or status >= 500:
+            retry_after = response.headers.get("retry-after")
+            try:
+                delay = float(retry_after) if retry_after is not None else None
+            except ValueError:
+                delay = None
+            raise _Retryable(f"HTTP {status}", status, response.text, delay)
+        if status >= 400:
+            raise LLMError(
+                f"{self.url} answered HTTP {status} (not retried): {_excerpt(response.text)}",
+                status=status,
+                body=response.text,
+            )
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise LLMError(
+                f"{self.url} returned HTTP {status} but no choices[0].message.content ({type(err).__name__}: {err}): "
+                f"{_excerpt(response.text)}",
+                status=status,
+                body=response.text,
+            ) from err
+        usage = data.get("usage") or {}
+        return Completion(
+            text=text or "",
+            model=str(data.get("model") or self.model),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=choice.get("finish_reason"),
+            latency_s=time.perf_counter() - started,
+        )
+
+    def _give_up(self, last: _Retryable, attempts: int) -> LLMError:
+        self.usage.add_failure()
+        body = f": {_excerpt(last.body)}" if last.body else ""
+        return LLMError(
+            f"{self.url} failed after {attempts} attempt(s) (max_retries={self.max_retries}); last error: "
+            f"{last.reason}{body}",
+            status=last.status,
+            body=last.body,
+            attempts=attempts,
+        )
+
+    @staticmethod
+    def _transport_reason(err: httpx.TransportError, timeout: float) -> str:
+        if isinstance(err, httpx.TimeoutException):
+            return f"timed out after {timeout:g}s ({type(err).__name__})"
+        return f"connection error ({type(err).__name__}: {err})"
+
+    # -- sync path ---------------------------------------------------------------------------------------------
+
+    def _chat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
+        payload = self._payload(messages, sampling)
+        for attempt in range(self.max_retries + 1):
+            started = time.perf_counter()
+            try:
+                with self._sync_sem, httpx.Client(timeout=self.timeout, verify=self._verify) as client:
+                    response = client.post(self.url, json=payload, headers=self._headers)
+                return self._handle(response, started)
+            except httpx.TransportError as err:
+                last = _Retryable(self._transport_reason(err, self.timeout))
+            except _Retryable as err:
+                last = err
+            if attempt == self.max_retries:
+                raise self._give_up(last, attempt + 1)
+            self.usage.add_retry()
+            time.sleep(self._backoff(attempt, last.delay))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- async path --------------------------------------------------------------------------------------------
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._async_sem is None:
+            self._loop, self._async_sem = loop, asyncio.Semaphore(self.max_concurrency)
+        return self._async_sem
+
+    async def _achat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
+        payload = self._payload(messages, sampling)
+        sem = self._semaphore()
+        for attempt in range(self.max_retries + 1):
+            started = time.perf_counter()
+            try:
+                async with sem, httpx.AsyncClient(timeout=self.timeout, verify=self._verify) as client:
+                    response = await client.post(self.url, json=payload, headers=self._headers)
+                return self._handle(response, started)
+            except httpx.TransportError as err:
+                last = _Retryable(self._transport_reason(err, self.timeout))
+            except _Retryable as err:
+                last = err
+            if attempt == self.max_retries:
+                raise self._give_up(last, attempt + 1)
+            self.usage.add_retry()
+            await asyncio.sleep(self._backoff(attempt, last.delay))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient(base_url={self.base_url!r}, model={self.model!r})"
