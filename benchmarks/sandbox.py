@@ -122,7 +122,12 @@ def main() -> None:
     console.print(f"isolation support: {support}")
     out = Path(__file__).parent / "results" / "sandbox.json"
     out.parent.mkdir(exist_ok=True)
-    machine = {"cores": cores, "platform": platform.platform(), "python": platform.python_version()}
+    machine = {
+        "cores": cores,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg_1m": os.getloadavg()[0],  # other work on the box skews every variant
+    }
     out.write_text(json.dumps({"machine": machine, "isolation": support, "rows": rows}, indent=2))
     console.print(f"wrote {out}")
 

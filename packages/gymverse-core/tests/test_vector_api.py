@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import gymverse
-import gymverse.vector.testing
+import gymverse.vector.testing  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.core import StepResult
 from gymverse.vector import VectorError, make_vec
-from gymverse.vector.testing import Count
+from gymverse.vector.testing import Count, Tag
 
 
 def _acts(rng: np.random.Generator, n: int) -> list[str]:
@@ -188,3 +188,12 @@ def test_async_backend_runs_inside_a_running_event_loop() -> None:
     first, second = asyncio.run(main())
     assert first[8:] == ["Total 1."] * 8
     assert second == ["Total 2."] * 8
+
+
+@pytest.mark.parametrize("backend", ["sync", "async", "process"])
+def test_wrappers_and_env_kwargs_reach_every_backend(backend: str) -> None:
+    with make_vec("vectest:Count", 2, backend=backend, wrappers=[Tag], seed=0, complexity=10) as venv:
+        obs, infos = venv.reset(seed=0)
+        r = venv.step([r"\boxed{1}"] * 2)
+    assert all(o.endswith(" [tagged]") for o in obs + r.observations)
+    assert [i["complexity"] for i in infos] == [10, 10]

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 import gymverse
-import gymverse.vector.testing
+import gymverse.vector.testing  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.vector import make_vec
@@ -114,7 +114,7 @@ def test_sigkilled_worker_loses_only_the_env_that_was_running() -> None:
     assert all("WorkerCrashed: worker process died (signal SIGKILL) while running env 1" in e for e in errors)
 
 
-@pytest.mark.parametrize(("backend", "opts"), [("sync", {}), ("process", {"num_workers": 2})])
+@pytest.mark.parametrize(("backend", "opts"), BACKENDS)
 def test_ten_percent_faulty_envs_over_10k_steps_lose_nothing(backend: str, opts: dict[str, Any]) -> None:
     n, steps = 20, 500
     bad = {3, 14}
@@ -140,3 +140,34 @@ def test_ten_percent_faulty_envs_over_10k_steps_lose_nothing(backend: str, opts:
         else:
             assert not errored
             assert len(completed) > steps // 15
+
+
+def test_worker_killed_between_calls_is_replaced_without_blame() -> None:
+    import os
+    import signal
+
+    with make_vec([count] * 4, backend="process", seed=5, backend_options={"num_workers": 2}) as venv:
+        first = _run(venv, 3, [50, 51, 52, 53])
+        pid = venv.workers[1].proc.pid  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGKILL)
+        venv.workers[1].proc.join(5)  # type: ignore[attr-defined]
+        r = venv.step([r"\boxed{1}"] * 4)
+        assert venv.restarts == 1  # type: ignore[attr-defined]
+    with make_vec([count] * 4, seed=5) as ref:
+        expected = _run(ref, 3, [50, 51, 52, 53])
+        r_ref = ref.step([r"\boxed{1}"] * 4)
+    assert first == expected
+    assert r.observations == r_ref.observations  # envs 2 and 3 were rebuilt by replay, nothing was lost
+    assert not any("error" in info for info in r.infos)
+
+
+def test_unpicklable_result_fails_only_its_env_on_the_process_backend() -> None:
+    ids = [count, functools.partial(gymverse.make, "vectest:Unpicklable", bad_at=2), count]
+    with make_vec(ids, backend="process", seed=6, backend_options={"num_workers": 1}) as venv:
+        got = _run(venv, 3, [60, 61, 62])
+    with make_vec([count, count], seed=6) as ref:
+        expected = _run(ref, 3, [60, 62])
+    assert [got[0], got[2]] == expected
+    error = got[1][2][4]
+    assert error is not None
+    assert error.startswith("TypeError: the env returned an object that cannot be sent to the parent")

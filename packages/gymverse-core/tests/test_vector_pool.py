@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
-
 import gymverse
-import gymverse.vector.testing  # noqa: F401 - registers vectest:*
+import gymverse.vector.testing  # registers the vectest: envs
+import pytest
 from gymverse.vector import EnvPool, VectorError
 
 

@@ -74,6 +74,8 @@ def test_codeio_seeds_sample_deterministically(tmp_path: Path) -> None:
     assert first != load_codeio_seeds(5, path=path, seed=4, max_code_chars=50)
     assert all(s.kind == "codeio" and s.domain == "Algorithm" for s in first)
     assert all(len(s.payload["code_sample"]) == 50 for s in first)
+    assert all(s.payload["difficulty"] in range(10) for s in first)
+    assert all(s.payload["input_generator"].startswith("def generate_inputs") for s in first)
     assert len(load_codeio_seeds(path=path)) == 20
 
 

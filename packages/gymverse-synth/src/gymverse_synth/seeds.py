@@ -104,6 +104,14 @@ def iter_codeio_records(path: str | Path | None = None) -> Iterator[dict[str, An
             yield record
 
 
+def _as_int(value: Any) -> int | None:
+    # the shipped records store scores as strings ("8")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def load_codeio_seeds(
     n: int | None = None,
     *,
@@ -123,7 +131,8 @@ def load_codeio_seeds(
             "task_description": r["task_description"],
             "input_output_spec": r.get("input_output_spec", ""),
             "code_sample": str(r.get("code_sample", ""))[:max_code_chars],
-            "difficulty": r.get("difficulty"),
+            "input_generator": str(r.get("input_generator", ""))[:max_code_chars],
+            "difficulty": _as_int(r.get("difficulty")),
         }
         idea = "Turn this task into an interactive environment: " + str(r["task_description"])
         seeds.append(Seed(domain=domain, idea=idea, kind="codeio", payload=payload))  # type: ignore[arg-type]

@@ -61,7 +61,7 @@ def _describe_end(ep: Episode) -> str:
 # ---------------------------------------------------------------------------------------------- class-level checks
 def check_metadata(env: Env, env_id: str | None) -> Outcome:
     """Metadata is complete and consistent (and matches the registry family)."""
-    md = getattr(type(env), "metadata", None)
+    md = getattr(env, "metadata", None)
     if not isinstance(md, EnvMetadata):
         return False, f"{type(env).__name__}.metadata is {type(md).__name__}, expected EnvMetadata"
     problems = []

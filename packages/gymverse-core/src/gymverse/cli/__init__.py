@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from rich.console import Console
 
@@ -98,7 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
     p_check.add_argument("--max-steps", type=positive_int_arg, default=None, help="step guard per episode")
     p_check.add_argument("--json", metavar="OUT", help="also write the reports as JSON to OUT")
     p_check.add_argument("--verbose", "-v", action="store_true", help="one row per check, passing ones too")
+    _add_plugin_commands(sub)
     return parser
+
+
+def _add_plugin_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Subcommands from installed packages: entry points in group ``gymverse.cli``, each ``register(subparsers)``.
+
+    A plugin's `register` adds its parser and sets a ``handler(args) -> int`` default. Plugins are imported here,
+    not at module level, so core never depends on them; a broken plugin is reported and skipped.
+    """
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="gymverse.cli"), key=lambda e: e.name):
+        if ep.name in sub.choices:
+            continue
+        try:
+            ep.load()(sub)
+        except Exception as err:
+            print(f"gymverse: ignoring command plugin {ep.name!r}: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 def _console(file: IO[str]) -> Console:
@@ -118,7 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported here so `gymverse --version` stays fast and commands can import UsageError from this module.
     from gymverse.cli.commands import cmd_check, cmd_list, cmd_play
 
+    handler = getattr(args, "handler", None)
     try:
+        if handler is not None:  # a plugin subcommand (see _add_plugin_commands)
+            return int(handler(args))
         if args.command == "list":
             return cmd_list(args.family, out)
         if args.command == "play":

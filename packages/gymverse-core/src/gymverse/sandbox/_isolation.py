@@ -37,10 +37,11 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 
 #: World-writable places every unprivileged process could otherwise write to.
-TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 #: uids handed to jobs when we are root: far above any real account, one fresh uid per job.
 UID_BASE = 1_500_000_000
 UID_SPAN = 1 << 24
@@ -108,7 +109,8 @@ def needed_paths(extra: list[str]) -> list[str]:
 
 def plan_masks(keep: list[str]) -> dict[str, list[str]]:
     """Directories to cover with tmpfs, each with the paths under it to bind back at the same place."""
-    roots: set[str] = {d for d in TEMP_DIRS if os.path.isdir(d)}
+    # realpath: /var/lock is usually a symlink to /run/lock, and mounting over a symlink follows it anyway.
+    roots: set[str] = {os.path.realpath(d) for d in TEMP_DIRS if os.path.isdir(d)}
     for path in keep:
         parts = path.strip("/").split("/")
         for i in range(1, len(parts)):
@@ -140,7 +142,6 @@ def apply_mounts(plan: dict[str, list[str]]) -> None:
                     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
                     open(path, "a").close()
                 mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
-            # tmpfs skeleton dirs are created as root 0755 with mode 1777 only at the root; fine for reading.
     finally:
         for fd in fds.values():
             os.close(fd)
@@ -149,6 +150,8 @@ def apply_mounts(plan: dict[str, list[str]]) -> None:
 def _enter_userns() -> None:
     # Unprivileged path: a user namespace gives us the capabilities to create net/mount namespaces.
     uid, gid = os.getuid(), os.getgid()
+    # A process that once changed uid is non-dumpable, which makes its /proc/self/*_map files root-owned.
+    prctl(PR_SET_DUMPABLE, 1)
     unshare(CLONE_NEWUSER)
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")

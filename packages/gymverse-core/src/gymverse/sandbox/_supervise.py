@@ -93,11 +93,13 @@ class CappedBuffer:
 
 def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_ok: bool) -> dict[str, Any]:
     """Create the private work dir (owned by the job uid) and fill in the spec's workdir and mount plan."""
+    for name in files or {}:
+        rel = os.path.normpath(name)
+        if os.path.isabs(rel) or rel == os.curdir or rel.split(os.sep)[0] == os.pardir:
+            raise ValueError(f"sandbox file name {name!r} escapes the work dir")
     workdir = tempfile.mkdtemp(prefix="gymverse-sbx-")
     for name, content in (files or {}).items():
-        path = os.path.normpath(os.path.join(workdir, name))
-        if not path.startswith(workdir + os.sep):
-            raise ValueError(f"sandbox file name {name!r} escapes the work dir")
+        path = os.path.join(workdir, os.path.normpath(name))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(content.encode() if isinstance(content, str) else content)

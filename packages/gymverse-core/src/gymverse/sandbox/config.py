@@ -16,6 +16,7 @@ class SandboxLimits:
     ``memory_mb`` is an address-space limit (``RLIMIT_AS``) and includes the interpreter itself (~30 MB for a
     fresh one, more for a pool worker that preloaded modules). ``max_processes`` caps processes *and* threads.
     ``max_output_bytes`` caps stdout and stderr each; the rest is drained and discarded, never buffered.
+    ``cpu_seconds`` (default: ``timeout``) is rounded up to whole seconds, the granularity of ``RLIMIT_CPU``.
     """
 
     timeout: float = 10.0

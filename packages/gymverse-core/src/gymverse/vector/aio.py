@@ -59,6 +59,7 @@ class AsyncVecEnv(VecEnv):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.abandoned = 0  # blocking calls left running after a timeout
+        self._native_types: dict[type, bool] = {}
 
     # ------------------------------------------------------------------ async public API
     async def areset(
@@ -128,9 +129,13 @@ class AsyncVecEnv(VecEnv):
 
     def _native(self, slot: EnvSlot) -> bool:
         try:
-            return is_native_async(slot._env())
+            env = slot._env()
         except Exception:
             return False  # a failing constructor is reported by the blocking path's containment
+        cached = self._native_types.get(type(env))
+        if cached is None:
+            cached = self._native_types[type(env)] = is_native_async(env)
+        return cached
 
     async def _one_step(self, i: int, action: Any) -> EnvStep:
         slot = self.slots[i]

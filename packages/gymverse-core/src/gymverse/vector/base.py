@@ -47,7 +47,9 @@ class VecStepResult:
         return len(self.indices)
 
     @classmethod
-    def collect(cls, indices: list[int], steps: Sequence[tuple[str, float, bool, bool, dict[str, Any]]]) -> Any:
+    def collect(
+        cls, indices: list[int], steps: Sequence[tuple[str, float, bool, bool, dict[str, Any]]]
+    ) -> VecStepResult:
         """Assemble per-env 5-tuples (in `indices` order) into batched arrays."""
         obs, rew, term, trunc, infos = zip(*steps) if steps else ((), (), (), (), ())
         return cls(

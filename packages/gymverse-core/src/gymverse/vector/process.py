@@ -13,6 +13,7 @@ the parent runs threads.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -122,7 +123,13 @@ class ProcessVecEnv(VecEnv):
         if not new.conn.poll(_RESTORE_TIMEOUT):
             self._kill(new)
             raise VectorError(f"a replacement worker did not finish replaying its envs in {_RESTORE_TIMEOUT}s")
-        status, payload = new.conn.recv()
+        try:
+            status, payload = new.conn.recv()
+        except (EOFError, OSError) as err:  # e.g. the worker could not even start (unimportable main module)
+            self._kill(new)
+            raise VectorError(
+                f"a replacement worker died while replaying its envs (exit code {new.proc.exitcode})"
+            ) from err
         if status != "ok":
             raise VectorError(f"restoring a replaced worker failed:\n{payload}")
         return {i: err for i, err in zip(old.indices, payload) if err is not None}
@@ -147,6 +154,7 @@ class ProcessVecEnv(VecEnv):
         replies: dict[int, Any] = {}
         failed: dict[int, tuple[bool, _Worker]] = {}
         pending = {wid: self.workers[wid] for wid in wids}
+        broken: list[str] = []
         poll = None if self.step_timeout is None else min(0.05, self.step_timeout / 4)
         while pending:
             waitables: list[Any] = [w.conn for w in pending.values()] + [w.proc.sentinel for w in pending.values()]
@@ -161,9 +169,10 @@ class ProcessVecEnv(VecEnv):
                         failed[wid] = (False, w)
                         del pending[wid]
                         continue
-                    if status != "ok":
-                        raise VectorError(f"worker {wid} failed outside any env call:\n{payload}")
-                    replies[wid] = payload
+                    if status != "ok":  # raised once every reply is read, so the pipes stay in step
+                        broken.append(f"worker {wid} failed outside any env call:\n{payload}")
+                    else:
+                        replies[wid] = payload
                     del pending[wid]
                 elif w.proc.sentinel in ready:
                     w.proc.join(timeout=5)
@@ -172,6 +181,8 @@ class ProcessVecEnv(VecEnv):
                 elif self._overdue(w, now):
                     failed[wid] = (True, w)
                     del pending[wid]
+        if broken:
+            raise VectorError("\n".join(broken))
         return replies, failed
 
     def _run(self, cmd: str, items: dict[int, Any], fault_item: Any) -> dict[int, Any]:
@@ -186,7 +197,13 @@ class ProcessVecEnv(VecEnv):
             for i in todo:
                 by_worker.setdefault(self._owner[i], []).append(i)
             for wid, idx in by_worker.items():
-                self.workers[wid].conn.send((cmd, [todo[i] for i in idx]))
+                if not self.workers[wid].proc.is_alive():
+                    # Died between calls (killed from outside): no env was running, so none is blamed.
+                    for i, why in self._replace(wid, set()).items():
+                        if i in todo:
+                            todo[i] = fault_item(i, todo[i], InjectedFault("ReplayFailed", why))
+                with contextlib.suppress(OSError):  # a worker dying right now is caught by `_gather`
+                    self.workers[wid].conn.send((cmd, [todo[i] for i in idx]))
             replies, failed = self._gather(list(by_worker))
             for wid, payload in replies.items():
                 for i, res in zip(by_worker[wid], payload):

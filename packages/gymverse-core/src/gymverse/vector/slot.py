@@ -119,6 +119,7 @@ class EnvSlot:
         self.ended = True
         self.replayable = False
         self.explicit_seed: int | None = None
+        self.unseeded = True  # the env (built lazily) has not been reset with a seed since it was built
         self.track = False  # record episode starts for replay (process / Ray workers)
         self.start: tuple[int | None, Any] = (None, None)
         self._start_reported = True
@@ -152,6 +153,7 @@ class EnvSlot:
         """Drop the env (after a failure); a fresh one is built at the next reset."""
         env, self.env = self.env, None
         self.replayable = False
+        self.unseeded = True
         if env is not None:
             with contextlib.suppress(Exception):
                 env.close()
@@ -189,14 +191,14 @@ class EnvSlot:
 
     def prepare_reset(self) -> tuple[Env, int | None]:
         """Build the env if needed and apply the pending level; returns it and the seed to reset with."""
-        fresh = self.env is None
         env = self._env()
         self._apply_level(env)
         seed: int | None
         if self.explicit_seed is not None:
             seed, self.explicit_seed = self.explicit_seed, None
         else:
-            seed = episode_seed(self.base_seed, self.episode) if fresh else None
+            seed = episode_seed(self.base_seed, self.episode) if self.unseeded else None
+        self.unseeded = False
         if self.track:
             self.start = (seed, None if seed is not None else env.unwrapped.rng.bit_generator.state)
             self._start_reported = False
@@ -240,7 +242,14 @@ class EnvSlot:
                 with self._guard():
                     result = self._env().step(action)
         except Exception as exc:
-            result = self.fail_step(exc)
+            return self.fail_now(exc)
+        if self.finish(result[2], result[3]):
+            return self.merge_final(self.start_episode(), result)
+        return result
+
+    def fail_now(self, exc: BaseException | InjectedFault) -> EnvStep:
+        """End the current episode because of `exc` (autoresetting as configured) and return the step result."""
+        result = self.fail_step(exc)
         if self.finish(result[2], result[3]):
             return self.merge_final(self.start_episode(), result)
         return result
@@ -294,6 +303,7 @@ class EnvSlot:
             for action in actions:
                 env.step(action)
             self.replayable = True
+            self.unseeded = False
         self.pending = meta.pending
 
     def close(self) -> None:

@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
 import time
 from typing import Any
 
 from gymverse.actions import ActionFormatError, parse_boxed
-from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult
+from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult, Wrapper
 from gymverse.registry import RegistryError, register
 
 #: Set by process workers and Ray actors; `Crash` only kills a process that carries it (never a test runner).
@@ -104,6 +105,20 @@ class Crash(Count):
         return super()._step(action)
 
 
+class Unpicklable(Count):
+    """`Count` whose step number `bad_at` puts a lock (which cannot be pickled) into its info."""
+
+    def __init__(self, bad_at: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bad_at = bad_at
+
+    def _step(self, action: str) -> StepResult:
+        result = super()._step(action)
+        if self.turn == self.bad_at:
+            result.info["handle"] = threading.Lock()
+        return result
+
+
 class SleepIO(Count):
     """I/O-bound: every step waits `delay` seconds (``time.sleep`` when called blocking, ``asyncio.sleep`` natively)."""
 
@@ -147,17 +162,54 @@ class AsyncHang(SleepIO):
 
 
 class BusyCPU(Count):
-    """CPU-bound: every step spins for `work` seconds."""
+    """CPU-bound: every step runs `iterations` rounds of pure-Python arithmetic (holding the GIL).
 
-    def __init__(self, work: float = 0.001, **kwargs: Any) -> None:
+    A fixed amount of work, not a wall-clock spin: threads sharing the GIL must not appear to run it in parallel.
+    Use `calibrate_iterations` to find the count that takes a given time on this machine.
+    """
+
+    def __init__(self, iterations: int = 20_000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.work = work
+        self.iterations = iterations
 
     def _step(self, action: str) -> StepResult:
-        end = time.perf_counter() + self.work
-        while time.perf_counter() < end:
-            pass
+        burn(self.iterations)
         return super()._step(action)
+
+
+def burn(iterations: int) -> int:
+    """Pure-Python busy work."""
+    acc = 0
+    for i in range(iterations):
+        acc = (acc + i * i) % 1_000_003
+    return acc
+
+
+def calibrate_iterations(seconds: float = 0.001, rounds: int = 5) -> int:
+    """Iterations of `burn` that take `seconds` here (best of `rounds`, so background load inflates it least)."""
+    probe = 50_000
+    best = min(_timed(probe) for _ in range(rounds))
+    return max(1, int(probe * seconds / best))
+
+
+def _timed(iterations: int) -> float:
+    t0 = time.perf_counter()
+    burn(iterations)
+    return time.perf_counter() - t0
+
+
+class Tag(Wrapper):
+    """Appends `` [tagged]`` to every observation (to check wrappers reach every backend)."""
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Forward and tag."""
+        obs, info = self.env.reset(seed=seed)
+        return obs + " [tagged]", info
+
+    def step(self, action: str) -> StepResult:
+        """Forward and tag."""
+        res = self.env.step(action)
+        return res._replace(observation=res.observation + " [tagged]")
 
 
 _ENVS = {
@@ -168,6 +220,7 @@ _ENVS = {
     "SleepIO": SleepIO,
     "AsyncHang": AsyncHang,
     "BusyCPU": BusyCPU,
+    "Unpicklable": Unpicklable,
 }
 for _name in _ENVS:
     with contextlib.suppress(RegistryError):  # already registered by an earlier import of this module

@@ -8,6 +8,7 @@ running when the worker died, without any extra message on the happy path.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 import traceback
@@ -89,6 +90,25 @@ class WorkerCore:
         self._idle()
         return out
 
+    def sanitize(self, cmd: str, items: Sequence[Any], results: list[Any]) -> list[Any]:
+        """Replace each result that cannot be pickled with that env's failure (its episode ends, as on a raise)."""
+        out = []
+        for item, res in zip(items, results):
+            try:
+                pickle.dumps(res)
+                out.append(res)
+                continue
+            except Exception as exc:
+                err = exc
+            slot = self.slots[item[0]]
+            bad = TypeError(f"the env returned an object that cannot be sent to the parent: {err}")
+            if cmd == "step":
+                out.append((slot.fail_now(bad), slot.meta()))
+            else:
+                obs, info = slot.reset_failed(bad)
+                out.append((obs, info, slot.meta()))
+        return out
+
     def close(self) -> None:
         """Close every env."""
         for slot in self.slots.values():
@@ -113,7 +133,14 @@ def worker_main(
             break
         try:
             reply: tuple[str, Any] = ("ok", getattr(core, cmd)(payload))
-            conn.send(reply)
         except Exception:
             conn.send(("err", traceback.format_exc()))
+            continue
+        try:
+            conn.send(reply)
+        except Exception:  # an env returned something unpicklable: fail that env, not the whole batch
+            try:
+                conn.send(("ok", core.sanitize(cmd, payload, reply[1])))
+            except Exception:
+                conn.send(("err", traceback.format_exc()))
     conn.close()

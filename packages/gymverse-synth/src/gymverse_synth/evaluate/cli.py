@@ -54,10 +54,10 @@ def _policies(text: str) -> tuple[str, ...]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``gymverse evaluate``."""
-    p.add_argument("suite", nargs="?", default="builtin",
-                   help="builtin (default), a family, an env id, an artifact dir, .py env file(s) or a dir of them")  # fmt: skip
-    p.add_argument("--policy", "--policies", dest="policies", type=_policies, default=None,
-                   help="comma-separated: random, oracle, noisy[:EPS], constant, llm (default random,oracle,noisy)")  # fmt: skip
+    suite_help = "builtin (default), a family, an env id, an artifact dir, .py env file(s) or a dir of them"
+    p.add_argument("suite", nargs="?", default="builtin", help=suite_help)
+    policy_help = "comma-separated: random, oracle, noisy[:EPS], constant, llm (default random,oracle,noisy)"
+    p.add_argument("--policy", "--policies", dest="policies", type=_policies, default=None, help=policy_help)
     p.add_argument("--epsilon", type=float, default=None, help="ε of a bare 'noisy' policy (default 0.3)")
     p.add_argument("--levels", type=_levels, default=(1, 3, 5, 7, 10), help="levels (default 1,3,5,7,10)")
     p.add_argument("--seeds", type=_positive, default=16, help="seeded episodes per level and policy (default 16)")
@@ -66,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", metavar="URL|local", help="LLM for the llm policy and the rubric judge")
     p.add_argument("--model", default=None, help="model name sent to an OpenAI-compatible --llm endpoint")
     p.add_argument("--history", type=int, default=4, help="LLM policy history window in exchanges (default 4)")
+    p.add_argument("--max-tokens", type=_positive, default=256, help="LLM reply token cap per turn (default 256)")
+    p.add_argument("--max-steps", type=_positive, default=None, help="step guard per episode (default: env turns)")
     p.add_argument("--executor", choices=("sandbox", "process", "inline"), default="sandbox",
                    help="where env code runs (default sandbox: isolated, resource-limited processes)")  # fmt: skip
     p.add_argument("--workers", type=_positive, default=None, help="parallel workers (default: CPU count)")
@@ -101,7 +103,9 @@ def _config(args: argparse.Namespace) -> Any:
             policies.append("llm")
     return EvaluationConfig(
         policies=tuple(policies),
-        difficulty=DifficultyConfig(levels=args.levels, seeds=tuple(range(args.seeds)), ks=args.k),
+        difficulty=DifficultyConfig(
+            levels=args.levels, seeds=tuple(range(args.seeds)), ks=args.k, max_steps=args.max_steps
+        ),
         correctness=CorrectnessConfig(),
         executor=args.executor,
         workers=args.workers,
@@ -109,7 +113,7 @@ def _config(args: argparse.Namespace) -> Any:
         run_diversity=not args.no_diversity,
         embedder=HashingEmbedder() if args.embedder == "hashing" else default_embedder(),
         llm=client,
-        llm_policy_options={"history_window": args.history},
+        llm_policy_options={"history_window": args.history, "max_tokens": args.max_tokens},
     )
 
 

@@ -196,7 +196,7 @@ def pca_2d(x: np.ndarray) -> np.ndarray:
 def _pairs(names: Sequence[str], sim: np.ndarray, threshold: float, kind: str) -> list[dict[str, Any]]:
     iu = np.triu_indices(len(names), k=1)
     return [
-        {"a": names[i], "b": names[j], "kind": kind, "similarity": round(float(sim[i, j]), 6)}
+        {"a": names[int(i)], "b": names[int(j)], "kind": kind, "similarity": round(float(sim[i, j]), 6)}
         for i, j in zip(*iu)
         if sim[i, j] > threshold
     ]
@@ -215,7 +215,7 @@ def evaluate_diversity(
     if not entries:
         return result
     try:
-        desc = emb.embed([f"{e.name.split(':')[-1]}: {e.description}" for e in entries])
+        desc = emb.embed([e.description or e.name.split(":")[-1] for e in entries])
         prog = emb.embed([e.source or e.description for e in entries])
     except Exception as err:  # e.g. a broken model install: keep the structural metrics
         result.error = f"embedding failed: {type(err).__name__}: {err}"[:500]

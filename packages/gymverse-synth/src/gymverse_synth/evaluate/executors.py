@@ -8,10 +8,15 @@ that dies comes back as ``{"error": "..."}``; executors never raise for a job's 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 JobResult = dict[str, Any]
@@ -32,9 +37,13 @@ class Executor(Protocol):
 
     workers: int
     name: str
+    #: True when jobs cannot see the caller's files and get them through `submit(files=...)` instead.
+    ships_files: bool
 
-    def submit(self, target: str, kwargs: Mapping[str, Any], timeout: float) -> Future[JobResult]:
-        """Schedule one job."""
+    def submit(
+        self, target: str, kwargs: Mapping[str, Any], timeout: float, files: Mapping[str, str] | None = None
+    ) -> Future[JobResult]:
+        """Schedule one job (`files`: name -> text placed in the job's working directory, when `ships_files`)."""
         ...
 
     def close(self) -> None:
@@ -46,12 +55,15 @@ class InlineExecutor:
     """Runs jobs in threads of this process: fastest start, no isolation (trusted envs, tests)."""
 
     name = "inline"
+    ships_files = False
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = max(1, workers)
         self._pool = ThreadPoolExecutor(self.workers)
 
-    def submit(self, target: str, kwargs: Mapping[str, Any], timeout: float) -> Future[JobResult]:
+    def submit(
+        self, target: str, kwargs: Mapping[str, Any], timeout: float, files: Mapping[str, str] | None = None
+    ) -> Future[JobResult]:
         """Run in a thread (no timeout enforcement)."""
         return self._pool.submit(_guarded, target, dict(kwargs))
 
@@ -70,39 +82,53 @@ def _guarded(target: str, kwargs: dict[str, Any]) -> JobResult:
 
 
 class ProcessExecutor:
-    """Plain worker processes (spawned): CPU parallelism and crash isolation, but no resource limits."""
+    """A fresh Python subprocess per job: crash isolation and a hard timeout, but no memory/network limits."""
 
     name = "process"
+    ships_files = False
 
     def __init__(self, workers: int = 2) -> None:
-        import multiprocessing as mp
-
         self.workers = max(1, workers)
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        self._threads = ThreadPoolExecutor(self.workers)
 
-    def submit(self, target: str, kwargs: Mapping[str, Any], timeout: float) -> Future[JobResult]:
-        """Run in a worker process."""
-        inner = self._pool.submit(_guarded, target, dict(kwargs))
-        outer: Future[JobResult] = Future()
+    def _run(self, target: str, kwargs: dict[str, Any], timeout: float) -> JobResult:
+        cmd = [sys.executable, "-m", "gymverse_synth.evaluate.executors", target]
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            out, err = proc.communicate(json.dumps(kwargs).encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the job's whole process group, children included
+            proc.communicate()
+            return {"error": f"job timed out after {timeout:g}s"}
+        lines = out.decode(errors="replace").strip().splitlines()
+        try:
+            result = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            result = None
+        if proc.returncode == 0 and isinstance(result, dict):
+            return result
+        tail = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        return {"error": f"job process exited with code {proc.returncode}: {tail}"[:1000]}
 
-        def done(f: Future[JobResult]) -> None:
-            try:
-                outer.set_result(f.result())
-            except Exception as err:  # the worker process died (segfault, OOM kill)
-                outer.set_result({"error": f"worker process died: {type(err).__name__}: {err}"})
-
-        inner.add_done_callback(done)
-        return outer
+    def submit(
+        self, target: str, kwargs: Mapping[str, Any], timeout: float, files: Mapping[str, str] | None = None
+    ) -> Future[JobResult]:
+        """Run in a fresh subprocess."""
+        return self._threads.submit(self._run, target, dict(kwargs), timeout)
 
     def close(self) -> None:
-        """Stop the worker processes."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Wait for running jobs."""
+        self._threads.shutdown(wait=True)
 
 
 class SandboxExecutor:
     """`gymverse.sandbox.SandboxPool` workers: each job in a fresh limited process (timeout, memory, no network)."""
 
     name = "sandbox"
+    ships_files = True
 
     def __init__(self, workers: int = 2, readable_paths: Sequence[str] = (), memory_mb: int = 2048) -> None:
         from gymverse.sandbox import SandboxLimits, SandboxPool
@@ -118,10 +144,10 @@ class SandboxExecutor:
         )
         self._threads = ThreadPoolExecutor(self.workers)
 
-    def _run(self, target: str, kwargs: dict[str, Any], timeout: float) -> JobResult:
+    def _run(self, target: str, kwargs: dict[str, Any], timeout: float, files: dict[str, str]) -> JobResult:
         limits = self._limits_cls(timeout=timeout, memory_mb=self._memory_mb)
         try:
-            res = self._pool.call(target, kwargs=kwargs, limits=limits)
+            res = self._pool.call(target, kwargs=kwargs, limits=limits, files=files)
         except Exception as err:
             return {"error": f"sandbox failure: {type(err).__name__}: {err}"}
         if res.ok and isinstance(res.return_value, dict):
@@ -129,9 +155,11 @@ class SandboxExecutor:
         detail = res.error or (res.stderr.strip().splitlines() or [""])[-1]
         return {"error": f"sandbox {res.status}: {detail}"[:1000]}
 
-    def submit(self, target: str, kwargs: Mapping[str, Any], timeout: float) -> Future[JobResult]:
-        """Run in a fresh sandboxed process."""
-        return self._threads.submit(self._run, target, dict(kwargs), timeout)
+    def submit(
+        self, target: str, kwargs: Mapping[str, Any], timeout: float, files: Mapping[str, str] | None = None
+    ) -> Future[JobResult]:
+        """Run in a fresh sandboxed process; `files` are written into its private working directory."""
+        return self._threads.submit(self._run, target, dict(kwargs), timeout, dict(files or {}))
 
     def close(self) -> None:
         """Stop the sandbox workers."""
@@ -154,6 +182,19 @@ def make_executor(kind: str, workers: int | None = None, readable_paths: Sequenc
             fallback.name = f"process (sandbox unavailable: {type(err).__name__}: {err})"[:200]
             return fallback
     raise ValueError(f"unknown executor {kind!r}: expected one of {', '.join(EXECUTORS)}")
+
+
+def _child_main() -> int:
+    """``python -m gymverse_synth.evaluate.executors TARGET`` with JSON kwargs on stdin: one JSON line out."""
+    stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):  # env prints must not corrupt the result line
+        result = _guarded(sys.argv[1], json.loads(sys.stdin.read() or "{}"))
+    print(json.dumps(result), file=stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())
 
 
 __all__ = ["EXECUTORS", "Executor", "InlineExecutor", "ProcessExecutor", "SandboxExecutor", "invoke", "make_executor"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-
 from gymverse.core import Env
 
 DEFAULT_EPSILON = 0.3

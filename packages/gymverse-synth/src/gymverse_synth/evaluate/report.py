@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ def _svg(fig: Any) -> str:
     fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)  # RDF boilerplate, not content
     return text[text.index("<svg") :]  # drop the XML prolog/doctype so it can sit inside HTML
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,10 +16,10 @@ from typing import Any
 from gymverse_synth.evaluate import difficulty as D
 from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
-from gymverse_synth.evaluate.executors import make_executor
+from gymverse_synth.evaluate.executors import Executor, make_executor
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
 from gymverse_synth.evaluate.schema import Correctness, EnvEvaluation, EvaluationReport, LevelResult
-from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env
+from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env, job_files
 
 EPISODES_TARGET = "gymverse_synth.evaluate.jobs:episodes_job"
 DEFAULT_POLICIES = ("random", "oracle", "noisy:0.3")
@@ -63,39 +63,65 @@ def _llm_job(entry: EnvEntry, client: Any, options: dict[str, Any], level: int, 
     return {"episodes": [e.to_dict() for e in run_episodes(env, policy, cfg.seeds, cfg.max_steps)]}
 
 
+class _Jobs:
+    """Submits jobs: an env's episode jobs start once its correctness job shows the env can be built."""
+
+    def __init__(self, suite: Suite, cfg: EvaluationConfig, executor: Executor, llm_pool: Any) -> None:
+        self.cfg, self.executor, self.llm_pool = cfg, executor, llm_pool
+        self.entries = {e.name: e for e in suite.entries if not e.load_error}
+        self.shipped = {n: job_files(e) if executor.ships_files else (e.ref, {}) for n, e in self.entries.items()}
+        self.pending: dict[Future[Any], Any] = {}
+        self.episodes_per_env = len(cfg.policies) * len(cfg.difficulty.levels)
+        self.total = (self.episodes_per_env + int(cfg.run_correctness)) * len(self.entries)
+
+    def start(self) -> None:
+        """Submit the first wave: correctness jobs (or the episode jobs when correctness is off)."""
+        for name, (ref, files) in self.shipped.items():
+            if self.cfg.run_correctness:
+                kw = self.cfg.correctness.job_kwargs(ref)
+                fut = self.executor.submit(CHECK_TARGET, kw, self.cfg.correctness.timeout, files)
+                self.pending[fut] = ("check", name)
+            else:
+                self.episodes(name)
+
+    def episodes(self, name: str) -> None:
+        """Submit every episode job of env `name`."""
+        entry, (ref, files), dcfg = self.entries[name], self.shipped[name], self.cfg.difficulty
+        for policy in self.cfg.policies:
+            for level in dcfg.levels:
+                if policy == "llm":
+                    fut = self.llm_pool.submit(_llm_job, entry, self.cfg.llm, self.cfg.llm_policy_options, level, dcfg)
+                else:
+                    kw = {"ref": ref, "policy": policy, "level": level, "seeds": list(dcfg.seeds)}
+                    fut = self.executor.submit(
+                        EPISODES_TARGET, {**kw, "max_steps": dcfg.max_steps}, dcfg.timeout, files
+                    )
+                self.pending[fut] = ("episodes", name, policy, level)
+
+
 def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) -> tuple[dict[Any, Any], str, int]:
-    """Submit every job, wait for all; returns {key: result}, the executor's name and worker count."""
-    paths = sorted({p for e in suite.entries for p in e.paths})
-    executor = make_executor(cfg.executor, cfg.workers, readable_paths=paths)
+    """Run every job; returns {key: result}, the executor's name and its worker count."""
+    executor = make_executor(cfg.executor, cfg.workers)
     llm_pool = ThreadPoolExecutor(max(1, executor.workers)) if "llm" in cfg.policies else None
-    futures: dict[Future[Any], Any] = {}
-    dcfg = cfg.difficulty
     try:
-        for entry in suite.entries:
-            if entry.load_error:
-                continue
-            if cfg.run_correctness:
-                kw = cfg.correctness.job_kwargs(entry.ref)
-                futures[executor.submit(CHECK_TARGET, kw, cfg.correctness.timeout)] = ("check", entry.name)
-            for policy in cfg.policies:
-                for level in dcfg.levels:
-                    key = ("episodes", entry.name, policy, level)
-                    if policy == "llm":
-                        assert llm_pool is not None
-                        fut = llm_pool.submit(_llm_job, entry, cfg.llm, cfg.llm_policy_options, level, dcfg)
-                    else:
-                        kw = {"ref": entry.ref, "policy": policy, "level": level, "seeds": list(dcfg.seeds)}
-                        fut = executor.submit(EPISODES_TARGET, {**kw, "max_steps": dcfg.max_steps}, dcfg.timeout)
-                    futures[fut] = key
+        jobs = _Jobs(suite, cfg, executor, llm_pool)
+        jobs.start()
         results: dict[Any, Any] = {}
-        for done, fut in enumerate(as_completed(futures), start=1):
-            key = futures[fut]
-            try:
-                results[key] = fut.result()
-            except Exception as err:
-                results[key] = {"error": f"{type(err).__name__}: {err}"}
-            if progress is not None:
-                progress(done, len(futures), " ".join(str(k) for k in key[1:]))
+        while jobs.pending:
+            done, _ = wait(list(jobs.pending), return_when=FIRST_COMPLETED)
+            for fut in done:
+                key = jobs.pending.pop(fut)
+                try:
+                    results[key] = fut.result()
+                except Exception as err:
+                    results[key] = {"error": f"{type(err).__name__}: {err}"}
+                if key[0] == "check":
+                    if "build_error" in results[key] or "error" in results[key]:
+                        jobs.total -= jobs.episodes_per_env  # an env that cannot be built gets no episode jobs
+                    else:
+                        jobs.episodes(key[1])
+                if progress is not None:
+                    progress(len(results), jobs.total, " ".join(str(k) for k in key[1:]))
         return results, executor.name, executor.workers
     finally:
         if llm_pool is not None:
@@ -109,7 +135,7 @@ def _difficulty(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any])
         levels: list[LevelResult] = []
         errors: list[str] = []
         for level in cfg.difficulty.levels:
-            res = results.get(("episodes", entry.name, policy, level), {"error": "not run"})
+            res = results.get(("episodes", entry.name, policy, level), {"error": "not run: the env cannot be built"})
             if "error" in res:
                 errors.append(f"level {level}: {res['error']}")
                 continue
@@ -186,7 +212,9 @@ def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
     }
 
 
-def evaluate_suite(suite: Suite, config: EvaluationConfig | None = None, progress: ProgressFn | None = None) -> EvaluationReport:
+def evaluate_suite(
+    suite: Suite, config: EvaluationConfig | None = None, progress: ProgressFn | None = None
+) -> EvaluationReport:
     """Evaluate every env of `suite`; broken envs are reported in their entry, never raised."""
     cfg = config or EvaluationConfig()
     started = datetime.now(UTC)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,8 +44,6 @@ class EnvEntry:
     spec: dict[str, Any] | None = None
     #: Why the entry cannot be evaluated at all (missing env.py, unreadable spec); None when it can.
     load_error: str | None = None
-    #: Files and folders a sandboxed worker must be able to read.
-    paths: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +71,32 @@ def build_env(ref: str, level: int, seed: int | None = None) -> Env:
     import gymverse
 
     return gymverse.make(ref, complexity=level, seed=seed)
+
+
+MAX_SHIPPED_BYTES = 4 * 1024 * 1024
+
+
+def job_files(entry: EnvEntry) -> tuple[str, dict[str, str]]:
+    """The ref a sandboxed job should use plus the files to place in its working directory.
+
+    Sandboxed jobs cannot read the caller's folders, so an artifact's ``*.py``/``*.json`` files (or the single
+    env file) travel with the job and the ref becomes relative (``file:env.py``).
+    """
+    if entry.kind == "builtin":
+        return entry.ref, {}
+    kind, _, path_text = entry.ref.partition(":")
+    path = Path(path_text)
+    sources = [path] if entry.kind != "artifact" else sorted(
+        p for p in path.parent.iterdir() if p.is_file() and p.suffix in (".py", ".json")
+    )  # fmt: skip
+    files: dict[str, str] = {}
+    total = 0
+    for src in sources:
+        text, error = _read(src)
+        total += len(text)
+        if error is None and total <= MAX_SHIPPED_BYTES:
+            files[src.name] = text
+    return f"{kind}:{path.name}", files
 
 
 # ----------------------------------------------------------------------------------------------- static description
@@ -147,7 +171,6 @@ def file_entry(path: Path) -> EnvEntry:
         description=str(info.get("description", "")),
         source=source,
         load_error=error,
-        paths=[str(path.parent)],
     )
 
 
@@ -167,9 +190,9 @@ def artifact_entry(directory: Path) -> EnvEntry:
             errors.append(f"{spec_json}: unreadable: {err}")
     source = ""
     if env_py.is_file():
-        source, err = _read(env_py)
-        if err:
-            errors.append(err)
+        source, read_error = _read(env_py)
+        if read_error:
+            errors.append(read_error)
     else:
         errors.append(f"{directory}: no env.py")
     info = describe_source(source)
@@ -186,7 +209,6 @@ def artifact_entry(directory: Path) -> EnvEntry:
         spec=spec or None,
         # a missing spec.json is tolerated (no rubric judge); a missing env.py is not
         load_error="; ".join(e for e in errors if "env.py" in e) or None,
-        paths=[str(directory)],
     )
 
 
@@ -246,7 +268,9 @@ def _one(spec: str) -> tuple[str, list[EnvEntry]]:
 def load_suite(spec: str | Path | None = None) -> Suite:
     """Resolve a suite spec (see the module docstring) into entries; raises `SuiteError` when it names nothing."""
     parts = [p.strip() for p in str(spec or "builtin").split(",") if p.strip()] or ["builtin"]
-    names, entries, seen = [], [], set()
+    names: list[str] = []
+    entries: list[EnvEntry] = []
+    seen: set[str] = set()
     for part in parts:
         name, found = _one(part)
         names.append(name)
@@ -260,4 +284,13 @@ def load_suite(spec: str | Path | None = None) -> Suite:
     return Suite("+".join(names), entries)
 
 
-__all__ = ["EnvEntry", "Suite", "SuiteError", "artifact_entry", "build_env", "describe_source", "load_suite"]
+__all__ = [
+    "EnvEntry",
+    "Suite",
+    "SuiteError",
+    "artifact_entry",
+    "build_env",
+    "describe_source",
+    "job_files",
+    "load_suite",
+]

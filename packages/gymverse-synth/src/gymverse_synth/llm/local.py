@@ -118,6 +118,7 @@ def _convert_smollm2(target: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
+        tmp.chmod(0o755)  # mkdtemp makes it owner-only; the cache is meant to be shared like any model cache
         try:
             os.rename(tmp, target)  # atomic: readers see either no directory or a complete one
         except OSError:
@@ -196,6 +197,10 @@ class TransformersClient(BaseLLMClient):
             text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
         return self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
 
+    def _decode(self, token_ids: list[int]) -> str:
+        # no cleanup: it strips spaces before punctuation, which corrupts BPE output (and code)
+        return str(self.tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
     def _chat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         import torch
 
@@ -216,7 +221,6 @@ class TransformersClient(BaseLLMClient):
             ids = self._prompt_ids(messages).to(self.hf_model.device)
             out: list[int] = []
             past, step_ids, finish = None, ids, "length"
-            text = ""
             for _ in range(max_new):
                 result = self.hf_model(input_ids=step_ids, past_key_values=past, use_cache=True)
                 past, logits = result.past_key_values, result.logits[0, -1].float()
@@ -226,14 +230,12 @@ class TransformersClient(BaseLLMClient):
                     break
                 out.append(token)
                 step_ids = torch.tensor([[token]], device=ids.device)
-                if stops:
-                    text = self.tokenizer.decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-                    cut = min((text.find(s) for s in stops if s in text), default=-1)
-                    if cut >= 0:
-                        text, finish = text[:cut], "stop"
-                        break
-            if finish != "stop" or not stops:
-                text = self.tokenizer.decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                if stops and any(s in self._decode(out) for s in stops):
+                    break
+            text = self._decode(out)
+            hits = [text.find(s) for s in stops if s in text]
+            if hits:
+                text, finish = text[: min(hits)], "stop"
         return Completion(
             text=text,
             model=self.model,

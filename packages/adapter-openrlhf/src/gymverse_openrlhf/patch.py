@@ -1,0 +1,184 @@
+"""Installing GymVerse into OpenRLHF's classes, in the driver and in every Ray worker.
+
+OpenRLHF builds `RemoteExperienceMaker` inside the trainer actor (a separate Ray worker process, a further one
+in async mode), so patching the driver's class is not enough. The launcher starts Ray with a runtime_env whose
+``worker_process_setup_hook`` is `setup_worker`: every worker of the job runs it at start-up, reads the config
+from the ``GYMVERSE_OPENRLHF`` variable and patches OpenRLHF's modules when (and only if) that worker imports
+them, so vLLM and model workers do not pay for imports they never make.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from gymverse_openrlhf.config import ENV_VAR, GymVerseConfig
+
+EXPERIENCE_MAKER = "openrlhf.trainer.ppo_utils.experience_maker"
+TRAINER = "openrlhf.trainer.ppo_trainer"
+SETUP_HOOK = "gymverse_openrlhf.patch.setup_worker"
+
+
+class _Loader(importlib.abc.Loader):
+    """Delegates to the real loader, then runs the patch on the fresh module."""
+
+    def __init__(self, loader: Any, after: Callable[[ModuleType], None]) -> None:
+        self.loader = loader
+        self.after = after
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.after(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... for inspect and pkgutil
+        return getattr(self.loader, name)
+
+
+class _PostImport(importlib.abc.MetaPathFinder):
+    """Runs a callback on a module right after its first import."""
+
+    def __init__(self) -> None:
+        self.hooks: dict[str, Callable[[ModuleType], None]] = {}
+
+    def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> Any:
+        after = self.hooks.pop(fullname, None)
+        if after is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, after)
+                return spec
+        self.hooks[fullname] = after  # not found here: leave the hook for a later attempt
+        return None
+
+
+_finder = _PostImport()
+
+
+def on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """Apply `patch` to module `name` now if it is loaded, else right after it gets imported."""
+    module = sys.modules.get(name)
+    if module is not None:
+        patch(module)
+        return
+    _finder.hooks[name] = patch
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+
+
+def patch_experience_maker(module: ModuleType, cfg: GymVerseConfig) -> None:
+    """Swap `RemoteExperienceMaker.compute_advantages_and_returns` for the GymVerse version (idempotent)."""
+    from gymverse_openrlhf.advantages import make_patched
+
+    cls = module.RemoteExperienceMaker
+    current = cls.__dict__["compute_advantages_and_returns"]
+    original = getattr(current, "__wrapped__", current) if getattr(current, "_gymverse", False) else current
+    new = make_patched(original, cfg)
+    new._gymverse = True  # type: ignore[attr-defined]
+    cls.compute_advantages_and_returns = new
+
+
+def unpatch_experience_maker(module: ModuleType) -> None:
+    """Restore OpenRLHF's own method."""
+    cls = module.RemoteExperienceMaker
+    current = cls.__dict__["compute_advantages_and_returns"]
+    if getattr(current, "_gymverse", False):
+        cls.compute_advantages_and_returns = current.__wrapped__
+
+
+def patch_trainer(module: ModuleType, cfg: GymVerseConfig) -> None:
+    """Save the curriculum next to each OpenRLHF checkpoint and log the levels (only with evolution on)."""
+    if not cfg.evolve:
+        return
+    cls = module.BasePPOTrainer
+    current = cls.__dict__["save_logs_and_checkpoints"]
+    if getattr(current, "_gymverse", False):
+        return
+
+    def save_logs_and_checkpoints(
+        self: Any, global_step: int, logs_dict: dict[str, Any] | None = None, client_states: Any = None
+    ) -> None:
+        import ray
+
+        from gymverse_openrlhf.curriculum import get_actor, save_state
+
+        actor = get_actor()
+        logs = dict(logs_dict or {})
+        for env_id, level in ray.get(actor.levels.remote()).items():
+            logs[f"gymverse/level/{env_id}"] = level
+        current(self, global_step, logs, client_states)
+        if global_step % self.args.ckpt.save_steps == 0:
+            save_state(ray.get(actor.state_dict.remote()), cfg.ckpt_path or self.args.ckpt.path, global_step)
+
+    save_logs_and_checkpoints._gymverse = True  # type: ignore[attr-defined]
+    save_logs_and_checkpoints.__wrapped__ = current  # type: ignore[attr-defined]
+    cls.save_logs_and_checkpoints = save_logs_and_checkpoints
+
+
+def install(cfg: GymVerseConfig | None = None) -> GymVerseConfig:
+    """Patch OpenRLHF in this process for `cfg` (default: from the environment); a no-op when GymVerse is off."""
+    cfg = cfg if cfg is not None else GymVerseConfig.from_env()
+    if cfg.active:
+        on_import(EXPERIENCE_MAKER, lambda m: patch_experience_maker(m, cfg))
+        on_import(TRAINER, lambda m: patch_trainer(m, cfg))
+    return cfg
+
+
+def setup_worker() -> None:
+    """Ray ``worker_process_setup_hook``: install the patches configured for this job."""
+    install()
+
+
+#: OpenRLHF's own defaults for these variables (it sets them only when it starts Ray itself).
+_OPENRLHF_ENV = {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN", "RAY_ENABLE_ZERO_COPY_TORCH_TENSORS": "1"}
+
+
+def runtime_env(cfg: GymVerseConfig) -> dict[str, Any]:
+    """The Ray runtime_env of a GymVerse run (also what to pass to ``ray job submit --runtime-env-json``)."""
+    env = {k: os.environ.get(k, v) for k, v in _OPENRLHF_ENV.items()}
+    env[ENV_VAR] = cfg.to_json()
+    return {"env_vars": env, "worker_process_setup_hook": SETUP_HOOK}
+
+
+#: Set by Ray's job manager in a driver started with ``ray job submit`` (the job's config, runtime_env included).
+JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+
+def driver_runtime_env(cfg: GymVerseConfig, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`runtime_env` minus what a submitted job already sets (Ray refuses to merge the same keys twice).
+
+    A job's own value for a GymVerse key must agree with ours; otherwise the workers would run another config.
+    """
+    ours = runtime_env(cfg)
+    raw = (os.environ if environ is None else environ).get(JOB_CONFIG_VAR)
+    if not raw:
+        return ours
+    job = json.loads(raw).get("runtime_env") or {}
+    hook = job.get("worker_process_setup_hook")
+    if hook is not None and hook != SETUP_HOOK:
+        raise RuntimeError(
+            f"the submitted job's runtime_env sets worker_process_setup_hook={hook!r}; GymVerse needs {SETUP_HOOK!r} "
+            "(call gymverse_openrlhf.patch.setup_worker from your hook instead)"
+        )
+    job_vars = job.get("env_vars") or {}
+    if ENV_VAR in job_vars and job_vars[ENV_VAR] != ours["env_vars"][ENV_VAR]:
+        raise RuntimeError(
+            f"the submitted job's {ENV_VAR} differs from this command's --gymverse.*/--ckpt.* flags; "
+            "pass the same flags to `gymverse-openrlhf runtime-env` or drop it from --runtime-env-json"
+        )
+    out: dict[str, Any] = {"env_vars": {k: v for k, v in ours["env_vars"].items() if k not in job_vars}}
+    if hook is None:
+        out["worker_process_setup_hook"] = SETUP_HOOK
+    return out

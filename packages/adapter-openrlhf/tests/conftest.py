@@ -1,0 +1,162 @@
+"""Shared fixtures for the OpenRLHF adapter tests (run in the `.venv-openrlhf` environment, see `.ci/run`).
+
+Stand-ins exist only for the GPU-only modules OpenRLHF imports at module level: `vllm` (SamplingParams,
+AsyncEngineArgs, AsyncLLMEngine, `vllm.inputs.TokensPrompt`, `vllm.utils.random_uuid`) and the compiled
+`flash_attn_2_cuda` extension. Everything else is the real openrlhf 0.11.2, transformers and tokenizers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("openrlhf") is None:  # the workspace's main environment has no OpenRLHF
+    collect_ignore_glob = ["test_openrlhf_*.py"]
+
+
+def _install_gpu_stand_ins() -> None:
+    if "vllm" not in sys.modules:
+        vllm = types.ModuleType("vllm")
+        vllm.__version__ = "0.29.0"  # type: ignore[attr-defined]
+
+        @dataclass
+        class SamplingParams:
+            temperature: float = 1.0
+            top_p: float = 1.0
+            top_k: int = -1
+            max_tokens: int | None = 16
+            min_tokens: int = 0
+            skip_special_tokens: bool = True
+            logprobs: int | None = None
+            extra: dict[str, Any] = field(default_factory=dict)
+
+        class _Unavailable:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                raise RuntimeError("vllm stand-in: no inference engine in CPU tests")
+
+        vllm.SamplingParams = SamplingParams  # type: ignore[attr-defined]
+        vllm.AsyncEngineArgs = _Unavailable  # type: ignore[attr-defined]
+        vllm.AsyncLLMEngine = _Unavailable  # type: ignore[attr-defined]
+        inputs = types.ModuleType("vllm.inputs")
+        inputs.TokensPrompt = dict  # type: ignore[attr-defined]
+        utils = types.ModuleType("vllm.utils")
+        utils.random_uuid = lambda: uuid.uuid4().hex  # type: ignore[attr-defined]
+        vllm.inputs, vllm.utils = inputs, utils  # type: ignore[attr-defined]
+        sys.modules.update({"vllm": vllm, "vllm.inputs": inputs, "vllm.utils": utils})
+    sys.modules.setdefault("flash_attn_2_cuda", types.ModuleType("flash_attn_2_cuda"))
+
+
+if "collect_ignore_glob" not in globals():
+    _install_gpu_stand_ins()
+    with warnings.catch_warnings():
+        # Third-party import-time warnings, not ours to fix: torch.cuda warns about the pynvml package OpenRLHF
+        # pulls in, and openrlhf.utils.math_utils has invalid escape sequences (a SyntaxWarning when compiled).
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import openrlhf.trainer.ppo_utils.experience_maker
+        import openrlhf.trainer.ppo_utils.samples_generator
+        import openrlhf.utils.agent  # noqa: F401
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tokenizer(corpus: list[str]) -> Any:
+    """A tiny byte-level BPE tokenizer with a ChatML template, trained on `corpus` (no hub access)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(corpus, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
+    )
+    fast.chat_template = CHATML
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    """Tokenizer trained on GymVerse observations and boxed actions."""
+    import gymverse
+
+    corpus = []
+    for env_id in ("games:GuessTheNumber", "logic:Nonogram"):
+        env = gymverse.make(env_id)
+        for seed in range(4):
+            corpus.append(env.reset(seed=seed)[0])
+            corpus.append(env.solve())
+    corpus += [rf"\boxed{{{i}}} Too low. Too high. Correct!" for i in range(20)]
+    return build_tokenizer(corpus)
+
+
+@dataclass
+class _Completion:
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+    logprobs: Any = None
+
+
+@dataclass
+class _RequestOutput:
+    outputs: list[_Completion]
+
+
+class ScriptedEngine:
+    """Stand-in for OpenRLHF's rollout engine: answers each `generate` call with the next scripted action.
+
+    Each action is tokenized and closed with the EOS token, cut to ``sampling_params.max_tokens`` like vLLM
+    (``finish_reason="length"`` then). It records every prompt it was asked to continue.
+    """
+
+    def __init__(self, tokenizer: Any, actions: list[str]) -> None:
+        self.tokenizer = tokenizer
+        self.actions = list(actions)
+        self.prompts: list[list[int]] = []
+        self.returned: list[list[int]] = []
+
+    async def generate(self, prompt_token_ids: list[int], sampling_params: Any, multi_modal_data: Any = None) -> Any:
+        """Next action as token ids (vLLM's RequestOutput shape)."""
+        self.prompts.append(list(prompt_token_ids))
+        if not self.actions:
+            raise AssertionError("the agent asked for more actions than the test scripted")
+        text = self.actions.pop(0)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        reason = "stop"
+        limit = sampling_params.max_tokens
+        if limit is not None and len(ids) > limit:
+            ids, reason = ids[:limit], "length"
+        self.returned.append(ids)
+        return _RequestOutput([_Completion(ids, self.tokenizer.decode(ids), reason)])
+
+
+@pytest.fixture
+def engine_cls() -> type[ScriptedEngine]:
+    """The scripted stand-in engine class."""
+    return ScriptedEngine
+
+
+@pytest.fixture
+def sampling_params() -> Any:
+    """vLLM-style sampling params as OpenRLHF builds them (stand-in class; dynamic max_tokens)."""
+    import vllm
+
+    return vllm.SamplingParams(max_tokens=None, skip_special_tokens=False)

@@ -1,0 +1,203 @@
+"""Shared fixtures for the verl adapter tests (run in the verl environment, see ``.ci/run``).
+
+verl is imported once here, before anything from `gymverse_verl`, so the tests can check that ``import verl``
+itself loaded the plugin. Everything is CPU-only; the only stand-in is the GPU generation server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("verl") is None:  # the main workspace env has no verl: these tests live in .venv-verl
+    collect_ignore_glob = ["test_verl_*.py"]
+else:
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    with warnings.catch_warnings():
+        # verl warns at import about optional engines (megatron, torchtitan, ...) that a CPU box lacks
+        warnings.simplefilter("ignore")
+        import verl  # loads the verl.plugins entry points, i.e. gymverse_verl.plugin
+        import verl.experimental.agent_loop
+        import verl.trainer.ppo.v1.trainer_base  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CORPUS = [
+    "I am thinking of an integer between 1 and 10. You have 10 guesses. Answer with \\boxed{<integer>}.",
+    "5 is too low. Higher. 8 is too high. Lower. Correct! The number was 7.",
+    "You are an agent in a text environment. Read the observation and reply with your next action.",
+    "\\boxed{1} \\boxed{2} \\boxed{3} \\boxed{4} \\boxed{5} \\boxed{6} \\boxed{7} \\boxed{8} \\boxed{9} \\boxed{10}",
+    "Invalid action format. Turn limit reached. error failed system user assistant 0123456789",
+]
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    """A byte-level BPE tokenizer trained here (no hub), wrapped with a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One local Ray cluster for the whole session."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gymverse-verl-tests")
+    yield
+    ray.shutdown()
+
+
+def make_config(response_length: int = 256, prompt_length: int = 512, **gymverse: Any) -> Any:
+    """A minimal verl config: the rollout lengths the agent loop reads plus a ``gymverse`` section."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
+            "data": {"apply_chat_template_kwargs": {}},
+            "gymverse": gymverse,
+        }
+    )
+
+
+def make_agent_loop(config: Any, server: Any, tokenizer: Any) -> Any:
+    """Build `GymVerseAgentLoop` the way verl's worker does (hydra instantiate of the registered target)."""
+    import hydra
+    from gymverse_verl import AGENT_NAME
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    return hydra.utils.instantiate(
+        config=_agent_loop_registry[AGENT_NAME],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap([]),
+    )
+
+
+def row(env_id: str, seed: int, complexity: int | None = 1) -> dict[str, Any]:
+    """A dataset row as the agent loop receives it (columns become keyword arguments)."""
+    from gymverse_verl import AGENT_NAME
+
+    return {
+        "agent_name": AGENT_NAME,
+        "data_source": env_id,
+        "extra_info": {"env_id": env_id, "seed": seed, "complexity": complexity},
+        "raw_prompt": [{"role": "user", "content": "GymVerse episode"}],
+    }
+
+
+def guess_policy(prompt: str) -> str:
+    """Binary search over GuessTheNumber feedback found in the decoded prompt (the oracle, from text alone)."""
+    hi = int(re.findall(r"between 1 and (\d+)", prompt)[0])
+    lo = 1
+    for n, word in re.findall(r"(\d+) is too (low|high)", prompt):
+        if word == "low":
+            lo = max(lo, int(n) + 1)
+        else:
+            hi = min(hi, int(n) - 1)
+    return f"\\boxed{{{(lo + hi) // 2}}}"
+
+
+class ScriptedServer:
+    """Stand-in for verl's LLM server: replies with the tokens of a text policy, with made-up log-probs."""
+
+    def __init__(self, tokenizer: Any, policy: Any = guess_policy, tail: str = "<|im_end|>") -> None:
+        self.tokenizer, self.policy, self.tail = tokenizer, policy, tail
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kw: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        text = self.tokenizer.decode(prompt_ids)
+        ids = self.tokenizer.encode(self.policy(text) + self.tail, add_special_tokens=False)
+        ids = ids[: sampling_params["max_tokens"]]
+        logprobs = [-0.01 * (len(self.calls) + 1) * (i + 1) for i in range(len(ids))]
+        self.calls.append({"request_id": request_id, "prompt": text, "ids": ids, "logprobs": logprobs})
+        return TokenOutput(token_ids=ids, log_probs=logprobs)
+
+
+class TinyLlamaServer:
+    """Stand-in for verl's LLM server: samples from a tiny random Llama and returns the tokens' log-probs."""
+
+    def __init__(self, tokenizer: Any, seed: int = 0) -> None:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(seed)
+        cfg = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+        )
+        self.model = LlamaForCausalLM(cfg).eval()
+        self.eos = tokenizer.eos_token_id
+        self.gen = torch.Generator().manual_seed(seed)
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kw: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        ids, logprobs = list(prompt_ids), []
+        new: list[int] = []
+        with torch.no_grad():
+            for _ in range(sampling_params["max_tokens"]):
+                logits = self.model(torch.tensor([ids])).logits[0, -1]
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                tok = int(torch.multinomial(logp.exp(), 1, generator=self.gen))
+                new.append(tok)
+                ids.append(tok)
+                logprobs.append(float(logp[tok]))
+                if tok == self.eos:
+                    break
+        self.calls.append({"request_id": request_id, "ids": new, "logprobs": logprobs})
+        return TokenOutput(token_ids=new, log_probs=logprobs)
+
+
+@pytest.fixture(scope="session")
+def kit() -> Any:
+    """The helpers above, for test modules (they cannot import conftest under ``--import-mode=importlib``)."""
+    import types
+
+    return types.SimpleNamespace(
+        make_config=make_config,
+        make_agent_loop=make_agent_loop,
+        row=row,
+        guess_policy=guess_policy,
+        ScriptedServer=ScriptedServer,
+        TinyLlamaServer=TinyLlamaServer,
+    )
