@@ -27,6 +27,7 @@ from gymverse_verl.sessions import open_session
 from gymverse_verl.settings import GymVerseSettings
 
 logger = logging.getLogger(__name__)
+_ACTORS: dict[tuple[str, str | None], Any] = {}  # curriculum actor handles of this worker process
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,10 @@ class GymVerseAgentLoop(AgentLoopBase):
         """(level, turn cap) for this reset: the curriculum actor's when it is in use, else the row's."""
         if not _needs_actor(self.settings):
             return spec.complexity, self.settings.max_turns
-        cfg = await curriculum_actor(self.settings).episode_config.remote(spec.env_id)
+        key = (self.settings.actor_name, self.settings.actor_namespace)
+        if key not in _ACTORS:  # one named lookup per worker process, not one per episode
+            _ACTORS[key] = curriculum_actor(self.settings)
+        cfg = await _ACTORS[key].episode_config.remote(spec.env_id)
         level = cfg["complexity"] if cfg["complexity"] is not None else spec.complexity
         return level, cfg["max_turns"]
 

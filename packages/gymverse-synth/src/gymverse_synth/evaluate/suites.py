@@ -4,7 +4,7 @@ An `EnvEntry` describes one environment *without executing its code* (untrusted 
 sandbox workers): its `ref` is a short string that `build_env` turns into a live `Env` in the worker. Descriptions,
 domains and source text come from the registry (built-ins), ``spec.json`` (artifacts) or the file's AST.
 
-Suite specs accepted by `load_suite`: ``None``/``"builtin"`` (every registered env), a family (``"games"``), a
+Suite specs accepted by `load_suite`: ``None``/``"builtin"`` (the envs shipped in `gymverse.envs`), ``"all"`` (every registered env), a family (``"games"``), a
 registered id (``"games:Mastermind"``), an artifact directory (``env.py`` + ``spec.json``), a directory of
 artifacts, a ``.py`` env file (GymVerse or GEM style), a directory of such files, or several of these joined by
 commas.
@@ -212,12 +212,14 @@ def artifact_entry(directory: Path) -> EnvEntry:
     )
 
 
-def builtin_entries(family: str | None = None) -> list[EnvEntry]:
-    """Entries for the registered envs (of one family when given)."""
+def builtin_entries(family: str | None = None, *, shipped_only: bool = False) -> list[EnvEntry]:
+    """Entries for the registered envs (of one family when given; only GymVerse's own with `shipped_only`)."""
     from gymverse import registry
 
     entries = []
     for env_id in registry.list_envs(family):
+        if shipped_only and not _is_shipped(registry.spec(env_id).entry_point):
+            continue
         entry = EnvEntry(name=env_id, kind="builtin", ref=env_id)
         try:
             factory = registry.spec(env_id).load()
@@ -233,6 +235,12 @@ def builtin_entries(family: str | None = None) -> list[EnvEntry]:
     return entries
 
 
+def _is_shipped(entry_point: object) -> bool:
+    # plugins and test envs register too; "builtin" means the envs that ship inside gymverse.envs
+    module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    return str(module).startswith("gymverse.envs.")
+
+
 def _dir_entries(directory: Path) -> list[EnvEntry]:
     if (directory / "env.py").is_file() or (directory / "spec.json").is_file():
         return [artifact_entry(directory)]
@@ -245,8 +253,10 @@ def _dir_entries(directory: Path) -> list[EnvEntry]:
 def _one(spec: str) -> tuple[str, list[EnvEntry]]:
     from gymverse import registry
 
-    if spec in ("", "builtin", "builtins", "all"):
-        return "builtin", builtin_entries()
+    if spec in ("", "builtin", "builtins"):
+        return "builtin", builtin_entries(shipped_only=True)
+    if spec == "all":
+        return "all", builtin_entries()
     path = Path(spec).expanduser()
     if path.is_dir():
         return path.name, _dir_entries(path)
