@@ -4,10 +4,10 @@ An `EnvEntry` describes one environment *without executing its code* (untrusted 
 sandbox workers): its `ref` is a short string that `build_env` turns into a live `Env` in the worker. Descriptions,
 domains and source text come from the registry (built-ins), ``spec.json`` (artifacts) or the file's AST.
 
-Suite specs accepted by `load_suite`: ``None``/``"builtin"`` (the envs shipped in `gymverse.envs`), ``"all"`` (every registered env), a family (``"games"``), a
-registered id (``"games:Mastermind"``), an artifact directory (``env.py`` + ``spec.json``), a directory of
-artifacts, a ``.py`` env file (GymVerse or GEM style), a directory of such files, or several of these joined by
-commas.
+Suite specs accepted by `load_suite`: ``None``/``"builtin"`` (the envs shipped in `gymverse.envs`), ``"all"``
+(every registered env), a family (``"games"``), a registered id (``"games:Mastermind"``), an artifact directory
+(``env.py`` + ``spec.json``), a directory of artifacts, a ``.py`` env file (GymVerse or GEM style), a directory of
+such files, or several of these joined by commas.
 """
 
 from __future__ import annotations
