@@ -67,3 +67,38 @@ def test_bad_use() -> None:
     p.close()
     with pytest.raises(RuntimeError, match="closed"):
         p.run("1")
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "pool"])
+def test_host_paths_under_tmp_survive_jobs_and_temp_wipes(fresh: bool) -> None:
+    # Regression: a checkout under /tmp is bound back into the job's private /tmp; wiping that /tmp between pool
+    # jobs (or a job deleting it) once deleted the host's own files through the bind mount.
+    import os
+    import tempfile
+
+    from gymverse.sandbox import Sandbox, isolation_support
+
+    if not isolation_support().get("mountns"):
+        pytest.skip("no mount namespace on this machine: /tmp is not made private, so nothing is bound back")
+    host = tempfile.mkdtemp(prefix="gv-host-", dir="/tmp")
+    os.chmod(host, 0o755)
+    marker = os.path.join(host, "keep.txt")
+    with open(marker, "w") as fh:
+        fh.write("host data")
+    os.chmod(marker, 0o644)
+    attack = f"import os, shutil\nshutil.rmtree({host!r}, ignore_errors=True)\nos.path.exists({marker!r})"
+    try:
+        if fresh:
+            runner = Sandbox(SandboxLimits(timeout=20), readable_paths=[host])
+            results = [runner.run(attack), runner.run(attack)]
+        else:
+            with SandboxPool(1, SandboxLimits(timeout=20), readable_paths=[host]) as p:
+                results = [p.run(attack), p.run(attack), p.run("1")]
+        assert all(r.status == "ok" for r in results), [r.error for r in results]
+        assert results[0].return_value is True  # the job saw the file but could not delete it
+        with open(marker) as fh:
+            assert fh.read() == "host data"
+    finally:
+        import shutil
+
+        shutil.rmtree(host, ignore_errors=True)

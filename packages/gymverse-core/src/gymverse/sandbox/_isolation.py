@@ -26,6 +26,7 @@ import os
 import resource
 import stat
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
@@ -33,6 +34,8 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_RDONLY = 0x1
+MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
@@ -126,8 +129,9 @@ def plan_masks(keep: list[str]) -> dict[str, list[str]]:
     return plan
 
 
-def apply_mounts(plan: dict[str, list[str]]) -> None:
-    """Enter a mount namespace, cover each planned dir with tmpfs and bind its kept paths back."""
+def apply_mounts(plan: dict[str, list[str]], writable: Sequence[str] = ()) -> None:
+    """Enter a mount namespace, cover each planned dir with tmpfs and bind its kept paths back (read-only but
+    `writable`), so nothing the job or a temp-dir wipe does can change the host's interpreter or code."""
     unshare(CLONE_NEWNS)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Open every kept path before masking anything: afterwards the originals are unreachable by name.
@@ -142,9 +146,18 @@ def apply_mounts(plan: dict[str, list[str]]) -> None:
                     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
                     open(path, "a").close()
                 mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
+                if path not in writable:
+                    _remount_read_only(path)
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def _remount_read_only(path: str) -> None:
+    # A user namespace may only remount with the original's locked flags kept, so carry them over.
+    keep = os.statvfs(path).f_flag & (os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC)
+    with contextlib.suppress(OSError):  # the wipe below never crosses a mount either
+        mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | keep)
 
 
 def _enter_userns() -> None:
@@ -260,7 +273,7 @@ def isolate(spec: dict[str, Any]) -> list[str]:
             pass
     if linux and want_mounts:
         try:
-            apply_mounts(spec["mounts"])
+            apply_mounts(spec["mounts"], spec.get("writable", ()))
             applied.append("private-tmp")
         except OSError:
             pass
@@ -315,14 +328,22 @@ def isolate_worker(network: bool, mounts: dict[str, list[str]] | None) -> list[s
 
 def wipe_temp_dirs() -> None:
     """Empty the (worker-private tmpfs) temp dirs between jobs so no job sees another's leftovers."""
-    import shutil
-
     for root in TEMP_DIRS:
         with contextlib.suppress(OSError):
+            dev = os.lstat(root).st_dev
             for name in os.listdir(root):
-                path = os.path.join(root, name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+                _remove_on_device(os.path.join(root, name), dev)
+
+
+def _remove_on_device(path: str, dev: int) -> None:
+    # Kept host paths are bind-mounted inside the tmpfs: deleting through them would delete the host's files.
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        if st.st_dev != dev or os.path.ismount(path):
+            return
+        if stat.S_ISDIR(st.st_mode):
+            for name in os.listdir(path):
+                _remove_on_device(os.path.join(path, name), dev)
+            os.rmdir(path)
+        else:
+            os.unlink(path)

@@ -112,6 +112,7 @@ def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_o
     spec["workdir"] = workdir
     if mounts_ok:
         spec["mounts"] = _isolation.plan_masks(_isolation.needed_paths([workdir, *spec.get("readable_paths", [])]))
+        spec["writable"] = [os.path.realpath(workdir)]
     return spec
 
 
@@ -272,7 +273,15 @@ def supervise(pid: int, fds: tuple[int, int, int], spec: dict[str, Any], start: 
         max_rss_kb=int(usage.ru_maxrss),
         isolation=isolation,
     )
+    if final is None and out["status"] in ("error", "killed") and _ran_out_of_memory(out, limits):
+        # MemoryError can strike while the child is reporting it (or abort the interpreter): still a memory failure
+        out.update(status="memory", error=f"address-space limit of {limits['memory_mb']} MB reached ({out['error']})")
     return out
+
+
+def _ran_out_of_memory(out: dict[str, Any], limits: dict[str, Any]) -> bool:
+    near_limit = bool(limits.get("memory_mb")) and out["max_rss_kb"] >= 0.8 * limits["memory_mb"] * 1024
+    return near_limit or "MemoryError" in out["stderr"] or "Cannot allocate memory" in out["stderr"]
 
 
 def cleanup(spec: dict[str, Any]) -> None:
