@@ -89,6 +89,18 @@ def _outcome(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _peak_rss_kb() -> int | None:
+    # Not getrusage: after posix_spawn (vfork + exec) Linux seeds ru_maxrss with the *parent's* high-water mark.
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def run_job(spec: dict[str, Any], result_fd: int) -> None:
     """Isolate this process as `spec` asks, run the job, report on `result_fd` and exit (never returns)."""
     code = 0
@@ -110,6 +122,7 @@ def run_job(spec: dict[str, Any], result_fd: int) -> None:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
+        outcome["peak_rss_kb"] = _peak_rss_kb()
         _send(result_fd, outcome)
     except BaseException as exc:  # isolation itself failed: never run the code unconfined
         code = 70

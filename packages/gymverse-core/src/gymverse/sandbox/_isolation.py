@@ -103,8 +103,12 @@ def needed_paths(extra: list[str]) -> list[str]:
     """Paths the child must still read after dropping privileges: interpreter, `sys.path`, `extra`."""
     cands = [sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
     cands += [p for p in sys.path if p] + list(extra)
+    # A whole temp dir or "/" (e.g. a script run from /tmp puts /tmp on sys.path) is never kept: it would swallow
+    # the job's own work dir and expose the host's temp files.
+    never = {"/", *(os.path.realpath(d) for d in TEMP_DIRS)}
     out: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in cands if p and os.path.exists(p)}, key=len):
+    real = {os.path.realpath(p) for p in cands if p and os.path.exists(p)} - never
+    for path in sorted(real, key=len):
         if not any(path == q or path.startswith(q.rstrip("/") + "/") for q in out):
             out.append(path)
     return out

@@ -270,18 +270,14 @@ def supervise(pid: int, fds: tuple[int, int, int], spec: dict[str, Any], start: 
         stderr_truncated=err_buf.truncated,
         wall_time=wall,
         cpu_time=cpu,
-        max_rss_kb=int(usage.ru_maxrss),
+        # The job's own high-water mark; wait4's ru_maxrss is only an upper bound (it can carry the parent's).
+        max_rss_kb=int((final or {}).get("peak_rss_kb") or usage.ru_maxrss),
         isolation=isolation,
     )
-    if final is None and out["status"] in ("error", "killed") and _ran_out_of_memory(out, limits):
-        # MemoryError can strike while the child is reporting it (or abort the interpreter): still a memory failure
+    if final is None and out["status"] == "error" and "MemoryError" in out["stderr"]:
+        # MemoryError can strike while the child is reporting it: still a memory failure
         out.update(status="memory", error=f"address-space limit of {limits['memory_mb']} MB reached ({out['error']})")
     return out
-
-
-def _ran_out_of_memory(out: dict[str, Any], limits: dict[str, Any]) -> bool:
-    near_limit = bool(limits.get("memory_mb")) and out["max_rss_kb"] >= 0.8 * limits["memory_mb"] * 1024
-    return near_limit or "MemoryError" in out["stderr"] or "Cannot allocate memory" in out["stderr"]
 
 
 def cleanup(spec: dict[str, Any]) -> None:
