@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import pickle
-from typing import Any
-
 import gymverse
 import numpy as np
 import pytest
-from gymverse.core import Env, run_oracle
+from gymverse.envs._contract_testing import (
+    MALFORMED_ACTIONS,
+    check_format_errors,
+    check_oracle_solves,
+    check_pickled_clone_and_rewind,
+    live_mixed_actions,
+    seeded_transcript,
+)
 from gymverse.envs.game.hanoi import next_move, optimal_moves
 from gymverse.envs.game.lights_out import min_presses, press_mask
 from gymverse.envs.game.mastermind import score
@@ -22,39 +26,7 @@ SIZE_KEY = {
     "games:TowerOfHanoi": "disks",
     "games:Minesweeper": "size",
 }
-BAD_ACTIONS = [
-    "no box here",
-    r"\boxed{}",
-    r"\boxed{hello world}",
-    r"\boxed{press 1",
-    "}}}{{{",
-    "x" * 5_000_000,
-    "\\boxed{\u00e9\u00e9 \u2603}",
-]
-
-
-def transcript(env: Env, seed: int, actions: list[str]) -> list[tuple[Any, ...]]:
-    """Observation, reward and flags of every step of `actions` after `reset(seed)` (stops at episode end)."""
-    obs, _ = env.reset(seed=seed)
-    out: list[tuple[Any, ...]] = [(obs,)]
-    for a in actions:
-        r = env.step(a)
-        out.append((r.observation, r.reward, r.terminated, r.truncated, r.info.get("success")))
-        if r.done:
-            break
-    return out
-
-
-def mixed_actions(env: Env, seed: int, n: int) -> list[str]:
-    """Alternate random and oracle actions chosen live from the env (itself deterministic under `seed`)."""
-    env.reset(seed=seed)
-    actions = []
-    for t in range(n):
-        a = env.sample_random_action() if t % 2 else env.solve()
-        actions.append(a)
-        if env.step(a).done:
-            break
-    return actions
+BAD_ACTIONS = [*MALFORMED_ACTIONS, r"\boxed{press 1", "}}}{{{"]
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
@@ -62,23 +34,20 @@ def mixed_actions(env: Env, seed: int, n: int) -> list[str]:
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_oracle_succeeds(env_id: str, level: int, seed: int) -> None:
     env = gymverse.make(env_id, complexity=level)
-    steps = run_oracle(env, seed=seed)
-    assert steps[-1].info["success"] is True
-    assert steps[-1].reward == 1.0
+    steps = check_oracle_solves(env, seed)
     assert len(steps) <= env.max_turns
-    assert not any(s.info["format_error"] for s in steps)
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
 @pytest.mark.parametrize("level", [1, 10])
 def test_same_seed_same_transcript(env_id: str, level: int) -> None:
-    acts_a = mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
-    acts_b = mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
+    acts_a = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
+    acts_b = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
     assert acts_a == acts_b
-    t1 = transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
-    t2 = transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
+    t1 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
+    t2 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
     assert t1 == t2
-    other = transcript(gymverse.make(env_id, complexity=level), 8, acts_a)
+    other = seeded_transcript(gymverse.make(env_id, complexity=level), 8, acts_a)
     assert other != t1, "different seeds should give different instances"
 
 
@@ -101,13 +70,7 @@ def test_levels_change_instance_size(env_id: str) -> None:
 def test_malformed_actions_are_format_errors(env_id: str) -> None:
     env = gymverse.make(env_id, complexity=5)
     env.reset(seed=0)
-    for bad in BAD_ACTIONS:
-        res = env.step(bad)
-        assert res.info["format_error"] is True, bad[:30]
-        assert res.reward == pytest.approx(-0.1)
-        assert "Invalid action" in res.observation
-        if res.done:
-            env.reset(seed=0)
+    check_format_errors(env, BAD_ACTIONS, reset_seed=0)
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
@@ -140,20 +103,7 @@ def test_clone_mid_episode_branches_identically(env_id: str) -> None:
     env.reset(seed=11)
     for _ in range(2):
         env.step(env.sample_random_action())
-    twin = pickle.loads(pickle.dumps(env.clone()))  # must also survive a trip to a worker process
-    snapshot = env.get_state()
-    actions, results = [], []
-    for i in range(8):
-        assert twin.solve() == env.solve()
-        a = env.solve() if i % 2 == 0 else env.sample_random_action()
-        actions.append(a)
-        r1, r2 = env.step(a), twin.step(a)
-        assert r1[:4] == r2[:4]
-        results.append(r1[:4])
-        if r1.done:
-            break
-    env.set_state(snapshot)  # rewinding replays the same branch
-    assert [env.step(a)[:4] for a in actions] == results
+    check_pickled_clone_and_rewind(env)
 
 
 # ------------------------------------------------------------------ golden rules

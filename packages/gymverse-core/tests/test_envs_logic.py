@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import pickle
-from typing import Any
-
 import gymverse
 import numpy as np
 import pytest
-from gymverse.core import Env, run_oracle
+from gymverse.envs._contract_testing import (
+    MALFORMED_ACTIONS,
+    check_format_errors,
+    check_oracle_solves,
+    check_pickled_clone_and_rewind,
+    live_mixed_actions,
+    seeded_transcript,
+)
 from gymverse.envs.logic.knights_knaves import _assignments, consistent, describe
 from gymverse.envs.logic.latin_square import random_latin_square
 from gymverse.envs.logic.nonogram import runs
@@ -20,10 +24,10 @@ SIZE_KEY = {
     "logic:Nonogram": "size",
     "logic:KnightsAndKnaves": "people",
 }
+#: Checking the board is always legal and never ends the episode.
+CHECK = r"\boxed{check}"
 BAD_ACTIONS = [
-    "no box here",
-    r"\boxed{}",
-    r"\boxed{hello world}",
+    *MALFORMED_ACTIONS,
     r"\boxed{place 1",
     r"\boxed{place 1 2}",
     r"\boxed{place a b c}",
@@ -31,35 +35,7 @@ BAD_ACTIONS = [
     r"\boxed{color 0 1}",
     r"\boxed{ask 0 1}",
     r"\boxed{submit K}",
-    "x" * 5_000_000,
-    "\\boxed{\u00e9\u00e9 \u2603}",
 ]
-
-
-def transcript(env: Env, seed: int, actions: list[str]) -> list[tuple[Any, ...]]:
-    """Observation, reward and flags of every step of `actions` after `reset(seed)` (stops at episode end)."""
-    obs, _ = env.reset(seed=seed)
-    out: list[tuple[Any, ...]] = [(obs,)]
-    for a in actions:
-        r = env.step(a)
-        out.append((r.observation, r.reward, r.terminated, r.truncated, r.info.get("success")))
-        if r.done:
-            break
-    return out
-
-
-def mixed_actions(env: Env, seed: int, n: int) -> list[str]:
-    """Alternate oracle and random (non-submit) actions chosen live from the env."""
-    env.reset(seed=seed)
-    actions = []
-    for t in range(n):
-        a = env.solve() if t % 2 == 0 else env.sample_random_action()
-        if "submit" in a:
-            a = r"\boxed{check}"
-        actions.append(a)
-        if env.step(a).done:
-            break
-    return actions
 
 
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
@@ -67,11 +43,8 @@ def mixed_actions(env: Env, seed: int, n: int) -> list[str]:
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_oracle_succeeds(env_id: str, level: int, seed: int) -> None:
     env = gymverse.make(env_id, complexity=level)
-    steps = run_oracle(env, seed=seed)
-    assert steps[-1].info["success"] is True
-    assert steps[-1].reward == 1.0
+    steps = check_oracle_solves(env, seed)
     assert len(steps) <= env.max_turns
-    assert not any(s.info["format_error"] for s in steps)
 
 
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
@@ -94,11 +67,11 @@ def test_oracle_recovers_after_random_edits(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
 @pytest.mark.parametrize("level", [1, 10])
 def test_same_seed_same_transcript(env_id: str, level: int) -> None:
-    acts = mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
-    assert acts == mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
-    t1 = transcript(gymverse.make(env_id, complexity=level), 7, acts)
-    assert t1 == transcript(gymverse.make(env_id, complexity=level), 7, acts)
-    assert t1 != transcript(gymverse.make(env_id, complexity=level), 8, acts)
+    acts = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12, submit_as=CHECK)
+    assert acts == live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12, submit_as=CHECK)
+    t1 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts)
+    assert t1 == seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts)
+    assert t1 != seeded_transcript(gymverse.make(env_id, complexity=level), 8, acts)
 
 
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
@@ -120,12 +93,7 @@ def test_levels_change_instance_size(env_id: str) -> None:
 def test_malformed_actions_are_format_errors(env_id: str) -> None:
     env = gymverse.make(env_id, complexity=5, max_turns=100)
     env.reset(seed=0)
-    for bad in BAD_ACTIONS:
-        res = env.step(bad)
-        assert res.info["format_error"] is True, bad[:30]
-        assert res.reward == pytest.approx(-0.1)
-        assert "Invalid action" in res.observation
-        assert not res.done
+    check_format_errors(env, BAD_ACTIONS)
 
 
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
@@ -135,7 +103,7 @@ def test_random_and_constant_policies_fail(env_id: str, level: int) -> None:
     for seed in range(20):
         env = gymverse.make(env_id, complexity=level)
         env.reset(seed=seed)
-        policies = {"random": None, "oracle-first": env.solve(), "check": r"\boxed{check}"}
+        policies = {"random": None, "oracle-first": env.solve(), "check": CHECK}
         for name, const in policies.items():
             env.reset(seed=seed)
             res = None
@@ -152,20 +120,7 @@ def test_clone_mid_episode_branches_identically(env_id: str) -> None:
     env = gymverse.make(env_id, complexity=6)
     env.reset(seed=11)
     env.step(env.solve())
-    twin = pickle.loads(pickle.dumps(env.clone()))  # must also survive a trip to a worker process
-    snapshot = env.get_state()
-    actions, results = [], []
-    for i in range(8):
-        assert twin.solve() == env.solve()
-        a = env.solve() if i % 2 == 0 else r"\boxed{check}"
-        actions.append(a)
-        r1, r2 = env.step(a), twin.step(a)
-        assert r1[:4] == r2[:4]
-        results.append(r1[:4])
-        if r1.done:
-            break
-    env.set_state(snapshot)
-    assert [env.step(a)[:4] for a in actions] == results
+    check_pickled_clone_and_rewind(env, odd_action=CHECK)
 
 
 # ------------------------------------------------------------------ golden rules

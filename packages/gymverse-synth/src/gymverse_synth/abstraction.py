@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -180,26 +181,72 @@ def _feedback(error: str) -> str:
     )
 
 
-def _judge(index: int, completion: Completion) -> tuple[AbstractionAttempt, EnvDesign | None]:
-    attempt = AbstractionAttempt(
-        index=index,
-        reply=completion.text,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-    )
-    try:
-        design = parse_design(completion.text)
-    except DesignParseError as err:
-        attempt.error = str(err)
-        attempt.error_kind = err.kind
-        return attempt, None
-    return attempt, design
+class DesignRun:
+    """The retry loop of a design stage, apart from how the model is called (so sync and async callers share it).
 
+    Each reply is checked with `parse` (which raises `DesignParseError`); a rejected reply goes back to the model
+    with `feedback(error)` as the next user turn. Every attempt is kept in `result`.
+    """
 
-def _next_messages(base: list[dict[str, str]], attempt: AbstractionAttempt) -> list[dict[str, str]]:
-    # only the latest rejected reply goes back: small models lose the thread in long conversations
-    feedback = {"role": "user", "content": _feedback(attempt.error or "")}
-    return [*base, {"role": "assistant", "content": attempt.reply}, feedback]
+    def __init__(
+        self,
+        seed: Seed,
+        model: str,
+        base: list[dict[str, str]],
+        parse: Callable[[str], EnvDesign] = parse_design,
+        feedback: Callable[[str], str] = _feedback,
+    ) -> None:
+        self.base, self.parse, self.feedback = base, parse, feedback
+        self.result = AbstractionResult(seed=seed, model=model, messages=base)
+        self.messages = base
+
+    def run(self, client: LLMClient, max_attempts: int, sampling: Mapping[str, Any]) -> AbstractionResult:
+        """Up to `max_attempts` blocking calls, until a design is accepted or the model cannot be reached."""
+        for index in range(max_attempts):
+            try:
+                completion = client.chat(self.messages, **sampling)
+            except LLMError as err:
+                return self._failed(index, err)
+            if self._judge(index, completion):
+                break
+        return self.result
+
+    async def arun(self, client: LLMClient, max_attempts: int, sampling: Mapping[str, Any]) -> AbstractionResult:
+        """Async `run`."""
+        for index in range(max_attempts):
+            try:
+                completion = await client.achat(self.messages, **sampling)
+            except LLMError as err:
+                return self._failed(index, err)
+            if self._judge(index, completion):
+                break
+        return self.result
+
+    def _failed(self, index: int, err: LLMError) -> AbstractionResult:
+        # the model could not be reached: the stage ends with what it has
+        self.result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
+        return self.result
+
+    def _judge(self, index: int, completion: Completion) -> bool:
+        # True when the reply is an accepted design
+        attempt = AbstractionAttempt(
+            index=index,
+            reply=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+        )
+        self.result.attempts.append(attempt)
+        try:
+            design = self.parse(completion.text)
+        except DesignParseError as err:
+            attempt.error = str(err)
+            attempt.error_kind = err.kind
+            # only the latest rejected reply goes back: small models lose the thread in long conversations
+            feedback = {"role": "user", "content": self.feedback(attempt.error)}
+            self.messages = [*self.base, {"role": "assistant", "content": attempt.reply}, feedback]
+            return False
+        self.result.design = design
+        return True
 
 
 def _check_attempts(max_attempts: int) -> None:
@@ -213,40 +260,10 @@ def abstract(seed: Seed, client: LLMClient, max_attempts: int = 3, **sampling: A
     An `LLMError` (the model could not be reached) ends the stage with a failure result; a `ReplayMiss` propagates.
     """
     _check_attempts(max_attempts)
-    base = build_abstraction_messages(seed)
-    result = AbstractionResult(seed=seed, model=client.model, messages=base)
-    messages = base
-    for index in range(max_attempts):
-        try:
-            completion = client.chat(messages, **sampling)
-        except LLMError as err:
-            result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
-            return result
-        attempt, design = _judge(index, completion)
-        result.attempts.append(attempt)
-        if design is not None:
-            result.design = design
-            return result
-        messages = _next_messages(base, attempt)
-    return result
+    return DesignRun(seed, client.model, build_abstraction_messages(seed)).run(client, max_attempts, sampling)
 
 
 async def aabstract(seed: Seed, client: LLMClient, max_attempts: int = 3, **sampling: Any) -> AbstractionResult:
     """Async `abstract`, for running many seeds concurrently."""
     _check_attempts(max_attempts)
-    base = build_abstraction_messages(seed)
-    result = AbstractionResult(seed=seed, model=client.model, messages=base)
-    messages = base
-    for index in range(max_attempts):
-        try:
-            completion = await client.achat(messages, **sampling)
-        except LLMError as err:
-            result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
-            return result
-        attempt, design = _judge(index, completion)
-        result.attempts.append(attempt)
-        if design is not None:
-            result.design = design
-            return result
-        messages = _next_messages(base, attempt)
-    return result
+    return await DesignRun(seed, client.model, build_abstraction_messages(seed)).arun(client, max_attempts, sampling)

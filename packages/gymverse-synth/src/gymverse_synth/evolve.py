@@ -16,14 +16,14 @@ from typing import Any
 
 from gymverse_synth import artifacts
 from gymverse_synth.abstraction import (
-    AbstractionAttempt,
     AbstractionResult,
     DesignParseError,
+    DesignRun,
     build_abstraction_messages,
     parse_design,
 )
 from gymverse_synth.construction import load_prompt
-from gymverse_synth.llm.base import LLMClient, LLMError
+from gymverse_synth.llm.base import LLMClient
 from gymverse_synth.pipeline import SeedOutcome, SynthConfig, asynthesize_seed
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign
@@ -76,35 +76,19 @@ async def _evolved_design(
     max_attempts: int,
     sampling: dict[str, Any],
 ) -> AbstractionResult:
+    def parse(text: str) -> EnvDesign:
+        design = parse_design(text).model_copy(update={"name": new_name})
+        why = harder_check(parent, design)
+        if why is not None:
+            raise DesignParseError(why, kind="not_harder")
+        return design
+
+    def feedback(error: str) -> str:
+        return f"Your reply was rejected:\n{error}\n\nReply again with ONE corrected JSON object, nothing else."
+
     base = build_evolve_messages(parent, seed, measured_success, new_name)
-    result = AbstractionResult(seed=seed, model=client.model, messages=base)
-    messages = base
-    for index in range(max_attempts):
-        try:
-            completion = await client.achat(messages, **sampling)
-        except LLMError as err:
-            result.attempts.append(AbstractionAttempt(index=index, reply="", error=str(err), error_kind="llm"))
-            return result
-        attempt = AbstractionAttempt(
-            index=index,
-            reply=completion.text,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-        )
-        result.attempts.append(attempt)
-        try:
-            design = parse_design(completion.text).model_copy(update={"name": new_name})
-            why = harder_check(parent, design)
-            if why is not None:
-                raise DesignParseError(why, kind="not_harder")
-        except DesignParseError as err:
-            attempt.error, attempt.error_kind = str(err), err.kind
-            feedback = f"Your reply was rejected:\n{err}\n\nReply again with ONE corrected JSON object, nothing else."
-            messages = [*base, {"role": "assistant", "content": completion.text}, {"role": "user", "content": feedback}]
-            continue
-        result.design = design
-        return result
-    return result
+    run = DesignRun(seed, client.model, base, parse=parse, feedback=feedback)
+    return await run.arun(client, max_attempts, sampling)
 
 
 async def aevolve(

@@ -13,17 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gymverse.cli import positive_int_arg as _positive
+
 from gymverse_synth.spec import DOMAINS, normalize_domain
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _non_negative(text: str) -> int:

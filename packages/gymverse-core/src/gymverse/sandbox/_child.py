@@ -96,7 +96,7 @@ def _peak_rss_kb() -> int | None:
             for line in fh:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, MemoryError):  # a job at its memory limit may not manage the read
         pass
     return None
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 from gymverse.sandbox import _isolation, _supervise
 from gymverse.sandbox._worker import read_msg, write_msg
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
-from gymverse.sandbox.runner import build_spec, isolation_support
+from gymverse.sandbox.runner import _SpecRunner, isolation_support
 
 WORKER_BOOT = _supervise.STUBS + "from gymverse.sandbox._worker import main; main()"
 #: Extra time a worker gets beyond the job's own timeout before the pool declares it hung and replaces it.
@@ -73,8 +73,8 @@ class _Worker:
                     stream.close()
 
 
-class SandboxPool:
-    """`size` warm workers; `run`/`call` block until a worker is free. Thread-safe; use as a context manager."""
+class SandboxPool(_SpecRunner):
+    """`size` warm workers; `run`/`call` (as on `Sandbox`) block until one is free. Thread-safe; a context manager."""
 
     def __init__(
         self,
@@ -135,48 +135,6 @@ class SandboxPool:
         if "stdout" not in out:  # setup failure inside the worker
             return SandboxResult(status="error", error=out.get("error"), wall_time=time.monotonic() - start)
         return SandboxResult.from_dict(out)
-
-    def run(
-        self,
-        source: str,
-        *,
-        limits: SandboxLimits | None = None,
-        env: Mapping[str, str] | None = None,
-        files: Mapping[str, str | bytes] | None = None,
-    ) -> SandboxResult:
-        """Like `Sandbox.run`, on a warm worker."""
-        spec = build_spec(
-            "source",
-            source=source,
-            limits=limits or self.limits,
-            env=env,
-            drop_privileges=self.drop_privileges,
-            readable_paths=self.readable_paths,
-        )
-        return self._submit(spec, files)
-
-    def call(
-        self,
-        target: str,
-        args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
-        *,
-        limits: SandboxLimits | None = None,
-        env: Mapping[str, str] | None = None,
-        files: Mapping[str, str | bytes] | None = None,
-    ) -> SandboxResult:
-        """Like `Sandbox.call`, on a warm worker."""
-        spec = build_spec(
-            "callable",
-            target=target,
-            args=args,
-            kwargs=kwargs,
-            limits=limits or self.limits,
-            env=env,
-            drop_privileges=self.drop_privileges,
-            readable_paths=self.readable_paths,
-        )
-        return self._submit(spec, files)
 
     def map(self, sources: Sequence[str], *, limits: SandboxLimits | None = None) -> list[SandboxResult]:
         """Run many sources concurrently on all workers; results in input order."""

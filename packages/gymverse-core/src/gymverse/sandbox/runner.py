@@ -80,24 +80,15 @@ def execute(spec: dict[str, Any], files: Mapping[str, str | bytes] | None = None
         _supervise.cleanup(spec)
 
 
-class Sandbox:
-    """Runs untrusted Python in a fresh process per call, under `limits`.
+class _SpecRunner:
+    """`run`/`call` for anything that executes job specs; subclasses set the defaults and implement `_submit`."""
 
-    ``drop_privileges`` (default on) gives each job its own unprivileged uid when we run as root; this is what
-    makes the process limit and the kill-everything-on-exit guarantee hold for root. ``readable_paths`` are extra
-    paths the job must be able to read (the interpreter and ``sys.path`` are always made readable).
-    """
+    limits: SandboxLimits
+    drop_privileges: bool
+    readable_paths: list[str]
 
-    def __init__(
-        self,
-        limits: SandboxLimits | None = None,
-        *,
-        drop_privileges: bool = True,
-        readable_paths: Sequence[str] = (),
-    ) -> None:
-        self.limits = limits or SandboxLimits()
-        self.drop_privileges = drop_privileges
-        self.readable_paths = list(readable_paths)
+    def _submit(self, spec: dict[str, Any], files: Mapping[str, str | bytes] | None) -> SandboxResult:
+        raise NotImplementedError
 
     def run(
         self,
@@ -116,7 +107,7 @@ class Sandbox:
             drop_privileges=self.drop_privileges,
             readable_paths=self.readable_paths,
         )
-        return execute(spec, files)
+        return self._submit(spec, files)
 
     def call(
         self,
@@ -139,4 +130,27 @@ class Sandbox:
             drop_privileges=self.drop_privileges,
             readable_paths=self.readable_paths,
         )
+        return self._submit(spec, files)
+
+
+class Sandbox(_SpecRunner):
+    """Runs untrusted Python in a fresh process per call, under `limits`.
+
+    ``drop_privileges`` (default on) gives each job its own unprivileged uid when we run as root; this is what
+    makes the process limit and the kill-everything-on-exit guarantee hold for root. ``readable_paths`` are extra
+    paths the job must be able to read (the interpreter and ``sys.path`` are always made readable).
+    """
+
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        drop_privileges: bool = True,
+        readable_paths: Sequence[str] = (),
+    ) -> None:
+        self.limits = limits or SandboxLimits()
+        self.drop_privileges = drop_privileges
+        self.readable_paths = list(readable_paths)
+
+    def _submit(self, spec: dict[str, Any], files: Mapping[str, str | bytes] | None) -> SandboxResult:
         return execute(spec, files)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from gymverse.core import Env
-from gymverse.vector.base import Actions, VecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import Actions, InProcessVecEnv, VecStepResult, base_seeds, check_step_timeout
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
 
@@ -34,7 +34,7 @@ def is_native_async(env: Env) -> bool:
     )
 
 
-class AsyncVecEnv(VecEnv):
+class AsyncVecEnv(InProcessVecEnv):
     """Envs driven concurrently by asyncio; `max_workers` bounds the threads used for blocking envs."""
 
     backend = "async"
@@ -48,8 +48,7 @@ class AsyncVecEnv(VecEnv):
         max_workers: int | None = None,
     ) -> None:
         super().__init__(recipes, autoreset)
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        check_step_timeout(step_timeout)
         workers = max_workers if max_workers is not None else min(self.num_envs, 128)
         if workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {workers}")
@@ -170,16 +169,8 @@ class AsyncVecEnv(VecEnv):
         result: VecStepResult = self._run(self._gather_step(indices, actions))
         return result
 
-    def _set_complexity(self, level: int, indices: list[int]) -> None:
-        for i in indices:
-            self.slots[i].set_complexity(level)
-
-    def _is_ended(self, index: int) -> bool:
-        return self.slots[index].ended
-
     def _close(self) -> None:
-        for slot in self.slots:
-            slot.close()
+        super()._close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._thread is not None:

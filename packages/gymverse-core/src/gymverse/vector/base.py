@@ -24,7 +24,7 @@ import numpy as np
 
 from gymverse.complexity import check_level
 from gymverse.vector.faults import VectorError
-from gymverse.vector.slot import AUTORESET_MODES, AutoresetMode, EnvRecipe
+from gymverse.vector.slot import AUTORESET_MODES, AutoresetMode, EnvRecipe, EnvSlot
 
 Actions = Sequence[Any] | Mapping[int, Any]
 
@@ -76,6 +76,13 @@ def base_seeds(seed: int | None, n: int) -> list[int]:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
     return [int(seed) + i for i in range(n)]
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    """Validate a per-call timeout: None (no limit) or positive seconds."""
+    if step_timeout is not None and step_timeout <= 0:
+        raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+    return step_timeout
 
 
 class VecEnv(ABC):
@@ -203,3 +210,20 @@ class VecEnv(ABC):
     @abstractmethod
     def _close(self) -> None:
         """Release resources (called once)."""
+
+
+class InProcessVecEnv(VecEnv):
+    """A backend whose envs live in this process as `self.slots`; supplies the per-slot hooks."""
+
+    slots: list[EnvSlot]
+
+    def _set_complexity(self, level: int, indices: list[int]) -> None:
+        for i in indices:
+            self.slots[i].set_complexity(level)
+
+    def _is_ended(self, index: int) -> bool:
+        return self.slots[index].ended
+
+    def _close(self) -> None:
+        for slot in self.slots:
+            slot.close()

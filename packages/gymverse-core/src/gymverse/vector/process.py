@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
-from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import VecEnv, VecStepResult, base_seeds, check_step_timeout
 from gymverse.vector.faults import InjectedFault, ReplayLedger, StepTimeout, VectorError, WorkerCrashed
 from gymverse.vector.slot import EnvRecipe
 from gymverse.vector.worker import worker_main
@@ -68,8 +68,7 @@ class ProcessVecEnv(VecEnv):
         super().__init__(recipes, autoreset)
         if start_method not in _START_METHODS:
             raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        check_step_timeout(step_timeout)
         workers = num_workers if num_workers is not None else min(self.num_envs, os.cpu_count() or 1)
         if not 1 <= workers <= self.num_envs:
             raise ValueError(f"num_workers must be in 1..{self.num_envs}, got {workers}")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import VecEnv, VecStepResult, base_seeds, check_step_timeout
 from gymverse.vector.faults import InjectedFault, ReplayLedger, StepTimeout, WorkerCrashed
 from gymverse.vector.process import _split
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, SlotMeta
@@ -78,8 +78,7 @@ class RayVecEnv(VecEnv):
         actor_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(recipes, autoreset)
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+        check_step_timeout(step_timeout)
         ray = _ray()
         if not ray.is_initialized():
             ray.init(include_dashboard=False)

@@ -6,11 +6,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.vector.base import VecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import InProcessVecEnv, VecStepResult, base_seeds
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 
-class SyncVecEnv(VecEnv):
+class SyncVecEnv(InProcessVecEnv):
     """A plain loop over `EnvSlot`s; the reference every other backend must match transcript for transcript.
 
     ``step_timeout`` is enforced with ``SIGALRM`` (interrupting a hung call with `StepTimeout`), which Python only
@@ -48,14 +48,3 @@ class SyncVecEnv(VecEnv):
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         slots = self.slots
         return VecStepResult.collect(indices, [slots[i].step(a) for i, a in zip(indices, actions)])
-
-    def _set_complexity(self, level: int, indices: list[int]) -> None:
-        for i in indices:
-            self.slots[i].set_complexity(level)
-
-    def _is_ended(self, index: int) -> bool:
-        return self.slots[index].ended
-
-    def _close(self) -> None:
-        for slot in self.slots:
-            slot.close()

@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gymverse.cli import positive_int_arg as _positive
+
 DEFAULT_OUT = "gymverse-eval"
 
 
@@ -31,16 +33,6 @@ def _levels(text: str) -> tuple[int, ...]:
     if bad:
         raise argparse.ArgumentTypeError(f"levels must be in 1..10, got {bad}")
     return tuple(sorted(set(values)))
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _policies(text: str) -> tuple[str, ...]:

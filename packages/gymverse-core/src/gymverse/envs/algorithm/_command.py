@@ -7,6 +7,7 @@ becomes an `ActionFormatError` (a -0.1 format-error turn in the base class), nev
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from typing import Any, ClassVar
 
 from gymverse.actions import CommandGrammar
@@ -50,6 +51,14 @@ class CommandEnv(Env):
         """End the episode: reward 1.0 on success, 0.0 on a wrong final answer."""
         info["success"] = success
         return StepResult(text, SUCCESS_REWARD if success else 0.0, True, False, info)
+
+    def follow_plan(self, plan: Iterable[tuple[Any, ...]], executed: Container[tuple[Any, ...]], answer: object) -> str:
+        """The oracle move of a fixed plan: its first command not yet `executed`, or the answer on the last turn."""
+        if self.max_turns - self.turn > 1:
+            for cmd in plan:
+                if cmd not in executed:
+                    return boxed(*cmd)
+        return boxed("submit", answer)
 
     def pick(self, options: list[Any]) -> Any:
         """A uniformly chosen element of `options` drawn from this env's RNG."""

@@ -178,11 +178,7 @@ class SalesDatabase(CommandEnv):
         return self.finish(False, f"Wrong: {n} is not the answer (it is {self.answer}).")
 
     def solve(self) -> str:
-        if self.max_turns - self.turn > 1:
-            for cmd in self.plan:
-                if cmd not in self.executed:
-                    return boxed(*cmd)
-        return boxed("submit", self.answer)
+        return self.follow_plan(self.plan, self.executed, self.answer)
 
     def sample_random_action(self) -> str:
         if not hasattr(self, "db"):

@@ -150,11 +150,7 @@ class UnitConversion(CommandEnv):
         return self.finish(False, f"Wrong: {show(x)} {unit} is not right (it is {show(self.answer)} {unit}).")
 
     def solve(self) -> str:
-        if self.max_turns - self.turn > 1:
-            for cmd in self.plan:
-                if cmd not in self.executed:
-                    return boxed(*cmd)
-        return boxed("submit", self.answer)
+        return self.follow_plan(self.plan, self.executed, self.answer)
 
     def sample_random_action(self) -> str:
         names = getattr(self, "names", list(UNITS[:5]))

@@ -1,0 +1,181 @@
+"""Env-contract checks shared by the test suites of the built-in env families (not public API).
+
+Each ``check_*`` function asserts one property every built-in env must have; the test files keep the
+per-family parts (ids, wrong answers, golden rules) and call these for the rest. ``tests/conftest.py`` registers
+this module for pytest's assertion rewriting, so failures show the compared values.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+from gymverse.core import Env, StepResult, run_oracle
+from gymverse.registry import make
+
+#: Malformed for every built-in env: no box, empty box, unknown verb, huge input, non-ASCII verb.
+MALFORMED_ACTIONS = [
+    "no box here",
+    r"\boxed{}",
+    r"\boxed{hello world}",
+    "x" * 5_000_000,
+    "\\boxed{\u00e9\u00e9 \u2603}",
+]
+#: The reward of a format-error step (the core `format_penalty`).
+FORMAT_PENALTY = -0.1
+
+
+def run_actions(env: Env, actions: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Step `actions` until the episode ends; a comparable record of every step."""
+    out: list[tuple[Any, ...]] = []
+    for a in actions:
+        res = env.step(a)
+        out.append(tuple(res))
+        if res.done:
+            break
+    return out
+
+
+def seeded_transcript(env: Env, seed: int, actions: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Observation, reward and flags of every step of `actions` after `reset(seed)` (stops at episode end)."""
+    obs, _ = env.reset(seed=seed)
+    out: list[tuple[Any, ...]] = [(obs,)]
+    for a in actions:
+        r = env.step(a)
+        out.append((r.observation, r.reward, r.terminated, r.truncated, r.info.get("success")))
+        if r.done:
+            break
+    return out
+
+
+def clone_mixed_actions(env: Env, n: int) -> list[str]:
+    """Alternating oracle and random actions played on a clone, so the episode covers both paths."""
+    probe = env.clone()
+    acts: list[str] = []
+    for i in range(n):
+        a = probe.sample_random_action() if i % 2 else probe.solve()
+        acts.append(a)
+        if probe.step(a).done:
+            break
+    return acts
+
+
+def live_mixed_actions(env: Env, seed: int, n: int, submit_as: str | None = None) -> list[str]:
+    """Alternating oracle and random actions chosen live after `reset(seed)`.
+
+    With `submit_as`, a random action that would submit is replaced by it, so the episode does not end early.
+    """
+    env.reset(seed=seed)
+    actions = []
+    for t in range(n):
+        a = env.sample_random_action() if t % 2 else env.solve()
+        if submit_as is not None and "submit" in a:
+            a = submit_as
+        actions.append(a)
+        if env.step(a).done:
+            break
+    return actions
+
+
+def play_baseline(env: Env, policy: str, seed: int) -> bool:
+    """Success of one episode of the ``random`` policy, or of repeating one fixed action (``constant``: a random
+    one, ``first-oracle``: the oracle's first move)."""
+    env.reset(seed=seed)
+    fixed = env.solve() if policy == "first-oracle" else env.sample_random_action()
+    while True:
+        res = env.step(env.sample_random_action() if policy == "random" else fixed)
+        if res.done:
+            return bool(res.info["success"])
+
+
+def check_oracle_solves(env: Env, seed: int) -> list[StepResult]:
+    """The oracle wins the episode of `seed` with reward 1 and no format error; returns its steps."""
+    steps = run_oracle(env, seed=seed)
+    assert steps[-1].info["success"] is True
+    assert steps[-1].reward == 1.0
+    assert not any(s.info["format_error"] for s in steps)
+    return steps
+
+
+def check_random_actions_handled(env_id: str) -> None:
+    """Every grammar verb has a handler, and random actions are never format errors at levels 1 and 10."""
+    env = make(env_id)
+    for verb in env.grammar.verbs:  # type: ignore[attr-defined]
+        assert callable(getattr(env, "_do_" + verb, None)), verb
+    for level in (1, 10):
+        env.set_complexity(level)
+        env.reset(seed=level)
+        for _ in range(150):
+            res = env.step(env.sample_random_action())
+            assert res.info["format_error"] is False, res.observation
+            if res.done:
+                env.reset()
+
+
+def check_levels_change_instances_and_horizon(env_id: str) -> None:
+    """Level 10 gives other instances and params than level 1, and longer oracle episodes."""
+    low, high = make(env_id, complexity=1), make(env_id, complexity=10)
+    assert low.reset(seed=3)[0] != high.reset(seed=3)[0]
+    assert low.params != high.params
+    steps_low = sum(len(run_oracle(make(env_id, complexity=1), seed=s)) for s in range(6))
+    steps_high = sum(len(run_oracle(make(env_id, complexity=10), seed=s)) for s in range(6))
+    assert steps_high > steps_low
+
+
+def check_format_errors(env: Env, actions: Sequence[str], reset_seed: int | None = None) -> None:
+    """Each of `actions` is a format error with the format penalty; the episode goes on.
+
+    With `reset_seed`, an episode may end (its turn budget spent on errors) and is then reset with that seed.
+    """
+    import pytest  # test-only dependency; this module is only imported by tests
+
+    for text in actions:
+        res = env.step(text)
+        assert res.info["format_error"] is True, text[:40]
+        assert res.reward == pytest.approx(FORMAT_PENALTY)
+        assert "Invalid action" in res.observation
+        if reset_seed is None:
+            assert not res.done
+        elif res.done:
+            env.reset(seed=reset_seed)
+
+
+def check_clone_and_state_replay(env_id: str) -> None:
+    """Mid-episode, a clone and a restored `get_state` snapshot replay the same transcript as the original."""
+    env = make(env_id, complexity=6)
+    env.reset(seed=7)
+    for _ in range(2):
+        env.step(env.solve())
+    twin, snapshot = env.clone(), env.get_state()
+    acts = clone_mixed_actions(env, 10)
+    first = run_actions(env, acts)
+    assert run_actions(twin, acts) == first
+    env.set_state(snapshot)
+    assert run_actions(env, acts) == first
+
+
+def check_pickled_clone_and_rewind(env: Env, odd_action: str | None = None) -> None:
+    """A pickled clone steps like `env` (same oracle moves and results), and a rewound snapshot replays them.
+
+    Even steps play the oracle; odd steps play `odd_action`, or a random action when it is None.
+    """
+    twin = pickle.loads(pickle.dumps(env.clone()))  # must also survive a trip to a worker process
+    snapshot = env.get_state()
+    actions, results = [], []
+    for i in range(8):
+        assert twin.solve() == env.solve()
+        if i % 2 == 0:
+            a = env.solve()
+        elif odd_action is None:
+            a = env.sample_random_action()
+        else:
+            a = odd_action
+        actions.append(a)
+        r1, r2 = env.step(a), twin.step(a)
+        assert r1[:4] == r2[:4]
+        results.append(r1[:4])
+        if r1.done:
+            break
+    env.set_state(snapshot)  # rewinding replays the same branch
+    assert [env.step(a)[:4] for a in actions] == results
