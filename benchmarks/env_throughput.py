@@ -9,8 +9,9 @@ Workloads (the same game everywhere: add ``\\boxed{1}`` increments to hit a hidd
 
 Runners: ``plain`` (a Python loop over single envs, reset when done), GymVerse ``sync``/``async``/``process``/``ray``
 (``make_vec``), ``asyncio-bare`` (``gather`` of N bare ``asyncio.sleep(1 ms)``: the event loop's own ceiling, io
-only), and GEM's ``SyncVectorEnv``/``AsyncVectorEnv`` plus a plain loop, stepping the very same env code through a
-thin GEM ``Env`` adapter, so only the vectorization differs. GEM runs in a throwaway venv
+only), ``asyncio-envs`` (``gather`` of the same envs' own ``astep`` coroutines: the async backend's ceiling),
+and GEM's ``SyncVectorEnv``/``AsyncVectorEnv`` plus a plain loop, stepping the very same env code through a thin
+GEM ``Env`` adapter, so only the vectorization differs. GEM runs in a throwaway venv
 (``benchmarks/results/.gem-venv``, created with ``uv venv`` + ``uv pip install gem-llm`` + this checkout's
 gymverse-core when missing) as a subprocess that prints JSON. Writes ``benchmarks/results/env_throughput.json``.
 """
@@ -96,6 +97,29 @@ def asyncio_bare(n: int, budget: float) -> float:
         steps, batches, t0 = 0, 0, time.perf_counter()
         while True:
             await asyncio.gather(*(asyncio.sleep(0.001) for _ in range(n)))
+            steps += n
+            batches += 1
+            if time.perf_counter() - t0 >= budget and batches >= 3:
+                return steps / (time.perf_counter() - t0)
+
+    return asyncio.run(main())
+
+
+def asyncio_envs(env_id: str, kwargs: dict[str, Any], n: int, budget: float) -> float:
+    """`gather` of the same envs' own ``astep`` coroutines, no vector env: the ceiling for the async backend."""
+    envs = [gymverse.make(env_id, **kwargs) for _ in range(n)]
+
+    async def one(env: Any) -> None:
+        result = await env.astep(ACTION)
+        if result[2] or result[3]:
+            await env.areset()
+
+    async def main() -> float:
+        for i, env in enumerate(envs):
+            await env.areset(seed=i)
+        steps, batches, t0 = 0, 0, time.perf_counter()
+        while True:
+            await asyncio.gather(*(one(env) for env in envs))
             steps += n
             batches += 1
             if time.perf_counter() - t0 >= budget and batches >= 3:
@@ -225,7 +249,7 @@ def run_gem(console: Console, ns: list[int], budget: float) -> dict[str, dict[st
 
 
 def paired_targets(cores: int, budget: float, rounds: int) -> dict[str, float]:
-    """The three target ratios measured as medians of interleaved A/B runs (robust to drifting machine load)."""
+    """The target ratios measured as medians of interleaved A/B runs (robust to drifting machine load)."""
     cheap, io, cpu = WORKLOADS["cheap"], WORKLOADS["io"], WORKLOADS["cpu"]
     pairs: dict[str, tuple[Callable[[], float], Callable[[], float]]] = {
         "sync / plain, cheap, N=64": (
@@ -235,6 +259,10 @@ def paired_targets(cores: int, budget: float, rounds: int) -> dict[str, float]:
         "async / ideal, io, N=256": (
             lambda: gymverse_vec(io[0], io[1], 256, "async", budget, cores),
             lambda: 256_000.0,
+        ),
+        "async / asyncio-envs, io, N=256": (
+            lambda: gymverse_vec(io[0], io[1], 256, "async", budget, cores),
+            lambda: asyncio_envs(io[0], io[1], 256, budget),
         ),
         "process / sync, cpu, N=64": (
             lambda: gymverse_vec(cpu[0], cpu[1], 64, "process", budget, cores),
@@ -289,7 +317,8 @@ def main() -> None:
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray backend")
     ap.add_argument("--paired-rounds", type=int, default=5, help="interleaved A/B rounds for the target ratios")
     args = ap.parse_args()
-    console = Console()
+    # A fixed width when logging to a file or pipe: rich would otherwise assume 80 columns and cut the headers.
+    console = Console(width=None if sys.stdout.isatty() else 160)
     ns = [1, 8, 64] if args.quick else [1, 8, 64, 256]
     budget = 0.3 if args.quick else 1.0
     cores = os.cpu_count() or 1
@@ -306,6 +335,7 @@ def main() -> None:
                     row[backend] = gymverse_vec(env_id, kwargs, n, backend, budget, cores)
             if workload == "io":
                 row["asyncio-bare"] = asyncio_bare(n, budget)
+                row["asyncio-envs"] = asyncio_envs(env_id, kwargs, n, budget)
                 row["ideal"] = n * 1000.0
             results[key] = row
             console.print(f"{key}: " + ", ".join(f"{k}={v:,.0f}" for k, v in row.items()))
@@ -326,7 +356,7 @@ def main() -> None:
                 console.print(f"{workload}/{n}: ray={results[f'{workload}/{n}']['ray']:,.0f}")
         ray.shutdown()
 
-    columns = ["plain", *backends, "asyncio-bare", "gem-plain", "gem-sync", "gem-async", "ideal"]
+    columns = ["plain", *backends, "asyncio-bare", "asyncio-envs", "gem-plain", "gem-sync", "gem-async", "ideal"]
     table = Table(
         title=f"Env steps/s ({cores} cores, Python {platform.python_version()}, load {os.getloadavg()[0]:.1f})"
     )
@@ -346,6 +376,9 @@ def main() -> None:
         "sync / plain, cheap, N=64 (target >= 0.8)": ratio("cheap/64", "sync", "plain"),
         f"async / ideal, io, N={top} (target >= 0.9)": ratio(f"io/{top}", "async", "ideal"),
         f"asyncio-bare / ideal, io, N={top} (event-loop ceiling)": ratio(f"io/{top}", "asyncio-bare", "ideal"),
+        f"async / asyncio-envs, io, N={top} (gather of the envs' own coroutines)": ratio(
+            f"io/{top}", "async", "asyncio-envs"
+        ),
         f"gem-async / ideal, io, N={top}": ratio(f"io/{top}", "gem-async", "ideal"),
         "process / sync, cpu, N=8 (target >= 1.7 on 2 cores)": ratio("cpu/8", "process", "sync"),
         "process / sync, cpu, N=64": ratio("cpu/64", "process", "sync"),

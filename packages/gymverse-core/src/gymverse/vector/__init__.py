@@ -4,7 +4,8 @@
 (`gymverse.vector.slot.EnvSlot`), so the same seeds give the same transcripts everywhere:
 
 * ``"sync"``: a plain loop in the caller's thread (the reference; fastest for cheap envs).
-* ``"async"``: asyncio; native ``async def astep/areset`` envs are awaited, blocking envs run in a bounded pool.
+* ``"async"``: asyncio; native ``async def astep/areset`` envs are awaited, envs declaring
+  ``nonblocking = True`` are stepped inline, other blocking envs run in a bounded pool.
 * ``"process"``: worker processes hosting several envs each; CPU parallelism, crash and hang containment.
 * ``"ray"``: Ray actors (``pip install 'gymverse-core[ray]'``), same containment across a cluster.
 
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gymverse.core import Env
-from gymverse.vector.aio import AsyncVecEnv, is_native_async
+from gymverse.vector.aio import AsyncVecEnv, declares_nonblocking, is_native_async
 from gymverse.vector.base import VecEnv, VecStepResult
 from gymverse.vector.faults import StepTimeout, VectorError, WorkerCrashed
 from gymverse.vector.pool import EnvPool, EnvSession
@@ -88,6 +89,7 @@ __all__ = [
     "VecStepResult",
     "VectorError",
     "WorkerCrashed",
+    "declares_nonblocking",
     "episode_seed",
     "is_native_async",
     "make_vec",

@@ -1,6 +1,8 @@
 """`AsyncVecEnv`: asyncio execution. Native ``async def astep/areset`` envs are awaited on the loop; blocking
-envs run in a bounded thread pool. Use ``await venv.astep(...)`` inside a running loop, or the plain ``step``
-anywhere (it runs on a private loop thread, so it also works when the caller is itself inside an event loop).
+envs run in a bounded thread pool, except those whose class declares ``nonblocking = True`` (a few µs of pure
+Python), which are stepped inline because a thread hop would cost more than their step. Use
+``await venv.astep(...)`` inside a running loop, or the plain ``step`` anywhere: it drives a private loop in the
+calling thread, or on a private loop thread when the caller is itself inside a running event loop.
 
 ``step_timeout`` cancels a native coroutine; a blocking call cannot be interrupted, so its slot is abandoned to the
 thread (whose late result is discarded) and a fresh env takes its place.
@@ -34,6 +36,18 @@ def is_native_async(env: Env) -> bool:
     )
 
 
+def declares_nonblocking(env: Env) -> bool:
+    """True when the outermost env's class sets ``nonblocking = True``: its blocking ``step`` is cheap and never waits.
+
+    The async backend then steps it inline on the event loop instead of in a worker thread (a thread hop costs
+    ~100 µs, far more than a cheap step). Looked up on the type: a wrapper must declare it for itself.
+    """
+    return getattr(type(env), "nonblocking", False) is True
+
+
+_NATIVE, _INLINE, _THREAD = 0, 1, 2
+
+
 class AsyncVecEnv(InProcessVecEnv):
     """Envs driven concurrently by asyncio; `max_workers` bounds the threads used for blocking envs."""
 
@@ -58,7 +72,7 @@ class AsyncVecEnv(InProcessVecEnv):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.abandoned = 0  # blocking calls left running after a timeout
-        self._native_types: dict[type, bool] = {}
+        self._kinds: dict[type, int] = {}
 
     # ------------------------------------------------------------------ async public API
     async def areset(
@@ -73,18 +87,29 @@ class AsyncVecEnv(InProcessVecEnv):
 
     # ------------------------------------------------------------------ loop plumbing
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            # No loop in this thread: drive a private loop right here, sparing two thread hand-offs per call.
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            if self._thread is None:
+                return self._loop.run_until_complete(coro)
+        # Called from inside a running loop (or the private loop already moved to its thread): use a loop thread.
         if self._loop is None:
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="gymverse-async-vec", daemon=True)
-            thread.start()
-            self._loop, self._thread = loop, thread
+            self._loop = asyncio.new_event_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop.run_forever, name="gymverse-async-vec", daemon=True)
+            self._thread.start()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _bounded(self, aw: Any) -> Any:
         if self.step_timeout is None:
             return await aw
         try:
-            return await asyncio.wait_for(aw, self.step_timeout)
+            # asyncio.timeout cancels this task in place; wait_for would wrap `aw` in yet another Task.
+            async with asyncio.timeout(self.step_timeout):
+                return await aw
         except TimeoutError:
             raise StepTimeout(f"env call exceeded step_timeout={self.step_timeout}s") from None
 
@@ -119,35 +144,39 @@ class AsyncVecEnv(InProcessVecEnv):
         if slot.ended:
             return slot.autoreset_step(await self._native_start(slot))
         try:
-            result: EnvStep = tuple(await self._bounded(slot._env().astep(action)))  # type: ignore[attr-defined]
+            env = slot.env if slot.env is not None else slot._env()
+            if self.step_timeout is None:  # the common path: no extra coroutine frame
+                result: EnvStep = tuple(await env.astep(action))  # type: ignore[attr-defined]
+            else:
+                result = tuple(await self._bounded(env.astep(action)))  # type: ignore[attr-defined]
         except Exception as exc:
             result = slot.fail_step(exc)
         if slot.finish(result[2], result[3]):
             return slot.merge_final(await self._native_start(slot), result)
         return result
 
-    def _native(self, slot: EnvSlot) -> bool:
-        try:
-            env = slot._env()
-        except Exception:
-            return False  # a failing constructor is reported by the blocking path's containment
-        cached = self._native_types.get(type(env))
-        if cached is None:
-            cached = self._native_types[type(env)] = is_native_async(env)
-        return cached
-
-    async def _one_step(self, i: int, action: Any) -> EnvStep:
-        slot = self.slots[i]
-        if self._native(slot):
-            return await self._native_step(slot, action)
-        result: EnvStep = await self._blocking(i, "step", action)
-        return result
+    def _kind(self, slot: EnvSlot) -> int:
+        env = slot.env
+        if env is None:
+            try:
+                env = slot._env()
+            except Exception:
+                return _THREAD  # a failing constructor is reported by the blocking path's containment
+        kind = self._kinds.get(type(env))
+        if kind is None:
+            kind = self._kinds[type(env)] = (
+                _NATIVE if is_native_async(env) else _INLINE if declares_nonblocking(env) else _THREAD
+            )
+        return kind
 
     async def _one_reset(self, i: int, seed: int | None) -> tuple[str, dict[str, Any]]:
         slot = self.slots[i]
-        if self._native(slot):
+        kind = self._kind(slot)
+        if kind == _NATIVE:
             slot.use_seed(seed)
             return await self._native_start(slot)
+        if kind == _INLINE and self.step_timeout is None:
+            return slot.reset(seed)
         result: tuple[str, dict[str, Any]] = await self._blocking(i, "reset", seed)
         return result
 
@@ -159,22 +188,59 @@ class AsyncVecEnv(InProcessVecEnv):
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
     async def _gather_step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
-        steps = await asyncio.gather(*(self._one_step(i, a) for i, a in zip(indices, actions)))
+        steps: list[Any] = [None] * len(indices)
+        slots = self.slots
+        # Envs declaring `nonblocking = True` are stepped right here on the loop thread (a thread hop costs more
+        # than their step); without a step_timeout nothing needs to interrupt them.
+        inline = self.step_timeout is None
+        positions: list[int] = []
+        coros: list[Coroutine[Any, Any, EnvStep]] = []
+        later: list[int] = []
+        for k, i in enumerate(indices):
+            kind = self._kind(slots[i])
+            if kind == _NATIVE:
+                positions.append(k)
+                coros.append(self._native_step(slots[i], actions[k]))
+            elif kind == _INLINE and inline:
+                later.append(k)
+            else:
+                positions.append(k)
+                coros.append(self._blocking(i, "step", actions[k]))
+        if not later:
+            for k, step in zip(positions, await asyncio.gather(*coros)):
+                steps[k] = step
+            return VecStepResult.collect(indices, steps)
+        pending = asyncio.gather(*coros)
+        if coros:
+            await asyncio.sleep(0)  # let the others start waiting before the inline envs take the thread
+        try:
+            for k in later:
+                steps[k] = slots[indices[k]].step(actions[k])
+        except BaseException:
+            pending.cancel()
+            raise
+        for k, step in zip(positions, await pending):
+            steps[k] = step
         return VecStepResult.collect(indices, steps)
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
         return self._run(self._gather_reset(indices, seeds))
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
+        slots = self.slots
+        if self.step_timeout is None and all(self._kind(slots[i]) == _INLINE for i in indices):
+            # nothing to await: skip the event loop's per-call cost, exactly as the sync backend steps them
+            return VecStepResult.collect(indices, [slots[i].step(a) for i, a in zip(indices, actions)])
         result: VecStepResult = self._run(self._gather_step(indices, actions))
         return result
 
     def _close(self) -> None:
         super()._close()
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
             if self._thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(timeout=5)
-            self._loop.close()
+            if not self._loop.is_running():
+                self._loop.close()
         # Abandoned (hung) calls may still hold threads; don't wait for them.
         self._executor.shutdown(wait=self.abandoned == 0, cancel_futures=True)

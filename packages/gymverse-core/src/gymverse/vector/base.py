@@ -116,6 +116,8 @@ class VecEnv(ABC):
         return out
 
     def _normalize(self, actions: Actions) -> tuple[list[int], list[Any]]:
+        if type(actions) is list and len(actions) == self.num_envs:  # the common case, without ABC isinstance checks
+            return list(range(self.num_envs)), actions.copy()
         if isinstance(actions, Mapping):
             indices = self._indices(list(actions))
             return indices, [actions[i] for i in indices]

@@ -232,19 +232,24 @@ class EnvSlot:
         """Step the env (autoresetting first if its episode has ended); never raises for env failures."""
         if self.ended:
             return self.autoreset_step(self.start_episode())
+        env = self.env
         try:
             if isinstance(action, InjectedFault):
                 raise _Injected(action)
+            if env is None:
+                env = self._env()
             result: EnvStep
             if self.alarm_timeout is None:  # the common path stays free of context-manager overhead
-                result = self._env().step(action)
+                result = env.step(action)
             else:
                 with self._guard():
-                    result = self._env().step(action)
+                    result = env.step(action)
         except Exception as exc:
             return self.fail_now(exc)
-        if self.finish(result[2], result[3]):
-            return self.merge_final(self.start_episode(), result)
+        if result[2] or result[3]:  # `finish`, inlined: this runs for every step of every env
+            self.ended = True
+            if self.autoreset == "same_step":
+                return self.merge_final(self.start_episode(), result)
         return result
 
     def fail_now(self, exc: BaseException | InjectedFault) -> EnvStep:

@@ -35,6 +35,8 @@ class Count(Env):
         max_turns=30,
     )
     complexity_params = {"max_target": (10, 40)}
+    #: A few µs of pure Python that never waits: the async backend may step it inline (see `declares_nonblocking`).
+    nonblocking = True
 
     def _reset(self) -> tuple[str, dict[str, Any]]:
         self.target = int(self.rng.integers(5, int(self.params["max_target"]) + 1))
@@ -80,6 +82,8 @@ class Faulty(Count):
 class Hang(Count):
     """`Count` whose step number `hang_at` blocks for `hang_seconds` (``astep`` hangs in asyncio instead)."""
 
+    nonblocking = False
+
     def __init__(self, hang_at: int = 2, hang_seconds: float = 60.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hang_at, self.hang_seconds = hang_at, hang_seconds
@@ -121,6 +125,8 @@ class Unpicklable(Count):
 
 class SleepIO(Count):
     """I/O-bound: every step waits `delay` seconds (``time.sleep`` when called blocking, ``asyncio.sleep`` natively)."""
+
+    nonblocking = False
 
     def __init__(self, delay: float = 0.001, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -167,6 +173,8 @@ class BusyCPU(Count):
     A fixed amount of work, not a wall-clock spin: threads sharing the GIL must not appear to run it in parallel.
     Use `calibrate_iterations` to find the count that takes a given time on this machine.
     """
+
+    nonblocking = False
 
     def __init__(self, iterations: int = 20_000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
