@@ -7,11 +7,11 @@ groups), seeded. The framework's own estimator gets the episode return as the sc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from common import Target, ratio
+from common import Target, interleaved, print_table, ratio, write_result
 
 TURNS, REPLY, ENV, GROUP, N_ENVS = 8, 12, 20, 8, 16
 ADVANTAGE_LIMIT = 2.0  # target: PERPO's step within 2x the framework's own GRPO estimator
@@ -93,3 +93,35 @@ def advantage_targets(framework: str, rows: Sequence[dict[str, Any]], native: st
                 )
             )
     return out
+
+
+def run_advantage_bench(
+    framework: str,
+    args: Any,
+    rounds: int,
+    arms_for: Callable[[int], dict[str, Callable[[], dict[str, float]]]],
+    *,
+    native: str,
+    title: str,
+    packages: Sequence[str],
+) -> None:
+    """``arms_for(transitions)`` interleaved at 4k (and 64k unless --quick); prints the table, writes JSON."""
+    results = {}
+    for transitions in (4096,) if args.quick else (4096, 65536):
+        arms = arms_for(transitions)
+        for arm in arms.values():  # warm-up
+            arm()
+        results[transitions] = interleaved(arms, rounds, label=f"{framework} advantage {transitions}")
+    rows = advantage_rows(framework, results, native=native)
+    print_table(title, rows, ADVANTAGE_COLUMNS)
+    write_result(
+        f"{framework}_advantage",
+        title,
+        rows,
+        args=args,
+        plot_metric="ms",
+        plot_label="ms per advantage step (lower is better)",
+        lower_is_better=True,
+        targets=advantage_targets(framework, rows, native),
+        packages=packages,
+    )

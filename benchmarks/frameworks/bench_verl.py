@@ -32,21 +32,16 @@ with warnings.catch_warnings():
 import asyncio
 
 import torch
-from advantage_kit import ADVANTAGE_COLUMNS, advantage_rows, advantage_targets, synthetic_batch
-from common import base_parser, interleaved, print_table, progress, rounds_of, write_result
+from advantage_kit import run_advantage_bench, synthetic_batch
+from common import base_parser, progress, rounds_of
 from rollout_kit import (
-    CONCURRENCY,
     ENVS,
     HORIZON,
-    ROLLOUT_COLUMNS,
     first_observation,
     fixture_function,
     gpu_generator,
     load_test_helpers,
-    overhead_targets,
-    playable_seeds,
-    rollout_rows,
-    timed_batches,
+    run_rollout_bench,
 )
 
 PACKAGES = ("verl", "gymverse-adapter-verl", "transformers", "torch")
@@ -157,7 +152,7 @@ class VerlRollout:
             server_manager=server,
             tokenizer=self.tokenizer,
             processor=None,
-            hf_model_type=None,
+            hf_model_type="qwen3",  # the Continuous Token builder verl picks for a Qwen3 model
             dataset_cls=RLHFDataset,
             data_config=DictConfigWrap(self.config.data),
             tools=ToolListWrap(tools),
@@ -199,41 +194,18 @@ def tool_call(action: str) -> str:
     return "<tool_call>\n" + json.dumps({"name": TOOL, "arguments": {"action": action}}) + "\n</tool_call>"
 
 
-def bench_rollout(args: Any, rounds: int, gpu: Any = None, name: str = "verl_rollout") -> None:
+def bench_rollout(args: Any, rounds: int, gpu: Any = None) -> None:
     """Both arms, interleaved, per env and concurrency."""
     bench = VerlRollout(gpu)
-    levels = (1, 8) if args.quick else CONCURRENCY
-    episodes = 16 if args.quick else 64
-    results = {}
-    for env_id, action in list(ENVS.items())[:2] if args.quick else ENVS.items():
-        seeds = playable_seeds(env_id, action, 64)
-        for n in levels:
-            count = max(episodes, n)
-            arms = {
-                "native": lambda e=env_id, s=seeds, n=n, c=count: timed_batches(
-                    lambda b: bench.play_native(e, b), s, n, c
-                ),
-                "gymverse": lambda e=env_id, s=seeds, n=n, c=count: timed_batches(
-                    lambda b: bench.play_gymverse(e, b), s, n, c
-                ),
-            }
-            for arm in arms.values():  # warm-up: imports, template compilation, the session pool's threads
-                arm()
-            results[(env_id, n)] = interleaved(arms, rounds, label=f"verl rollout {env_id} x{n}")
-    rows = rollout_rows("verl", results)
-    title = "verl: GymVerseAgentLoop vs verl ToolAgentLoop, zero-cost server" + (" + GPU model" if gpu else "")
-    print_table(title, rows, ROLLOUT_COLUMNS)
-    write_result(
-        name,
-        title,
-        rows,
-        args=args,
-        plot_metric="ms_per_turn",
-        plot_label="ms per turn (lower is better)",
-        lower_is_better=True,
-        targets=overhead_targets("verl", rows) if gpu is None else [],
+    run_rollout_bench(
+        "verl",
+        args,
+        rounds,
+        {"native": bench.play_native, "gymverse": bench.play_gymverse},
+        name="verl_rollout_gpu" if gpu else "verl_rollout",
+        title="verl: GymVerseAgentLoop vs verl ToolAgentLoop, "
+        + ("a real model's generation on the GPU" if gpu else "zero-cost server"),
         packages=PACKAGES,
-        extra={"horizon": HORIZON, "envs": ENVS},
     )
 
 
@@ -278,26 +250,8 @@ def advantage_arms(transitions: int) -> dict[str, Any]:
 
 def bench_advantage(args: Any, rounds: int) -> None:
     """verl's v1 advantage step: GRPO vs the GymVerse PERPO estimator with the trainer's hook."""
-    results = {}
-    for transitions in (4096,) if args.quick else (4096, 65536):
-        arms = advantage_arms(transitions)
-        for arm in arms.values():
-            arm()
-        results[transitions] = interleaved(arms, rounds, label=f"verl advantage {transitions}")
-    rows = advantage_rows("verl", results, native="grpo")
     title = "verl: PERPO (gymverse_perpo + trainer hook) vs GRPO in compute_advantage_for_multi_trajectories"
-    print_table(title, rows, ADVANTAGE_COLUMNS)
-    write_result(
-        "verl_advantage",
-        title,
-        rows,
-        args=args,
-        plot_metric="ms",
-        plot_label="ms per advantage step (lower is better)",
-        lower_is_better=True,
-        targets=advantage_targets("verl", rows),
-        packages=PACKAGES,
-    )
+    run_advantage_bench("verl", args, rounds, advantage_arms, native="grpo", title=title, packages=PACKAGES)
 
 
 def main() -> None:
@@ -310,7 +264,7 @@ def main() -> None:
     progress("verl: advantage step")
     bench_advantage(args, rounds)
     if args.gpu:
-        gen = gpu_generator(len(VerlRollout().tokenizer))
+        gen = gpu_generator()
         if gen is None:
             print("--gpu: no CUDA device here; the GPU section is skipped")
         else:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from common import Target, ratio
+from common import Target, interleaved, print_table, ratio, write_result
 
 REPO = Path(__file__).resolve().parents[2]
 HORIZON = 8  # env steps per episode (every env below allows 10 at its default level)
@@ -33,10 +33,10 @@ CONCURRENCY = (1, 8, 64)
 OVERHEAD_LIMIT = 1.05  # target: GymVerse ms/turn <= 105% of the native path's at 64 concurrent episodes
 
 
-def load_test_helpers(adapter: str) -> ModuleType:
-    """An adapter's ``tests/conftest.py`` as a module (its tokenizer, config and row helpers; reused, not copied)."""
-    path = REPO / "packages" / adapter / "tests" / "conftest.py"
-    name = f"_gymverse_bench_{adapter.replace('-', '_')}_helpers"
+def load_test_helpers(adapter: str, filename: str = "conftest.py") -> ModuleType:
+    """A module of an adapter's tests (its tokenizer, config and batch helpers: reused, not copied)."""
+    path = REPO / "packages" / adapter / "tests" / filename
+    name = f"_gymverse_bench_{adapter}_{filename.removesuffix('.py')}".replace("-", "_")
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -135,13 +135,51 @@ def overhead_targets(framework: str, rows: Sequence[dict[str, Any]]) -> list[Tar
 
 ROLLOUT_COLUMNS = ("case", "arm", "episodes_per_s", "ms_per_turn", "ratio_vs_native")
 
+Play = Callable[[str, list[int]], Awaitable[Sequence[int]]]  # (env id, seeds) -> turns per episode
 
-def gpu_generator(vocab_size: int, seed: int = 0) -> Callable[[list[int], int], Awaitable[None]] | None:
+
+def run_rollout_bench(
+    framework: str, args: Any, rounds: int, arms: dict[str, Play], *, name: str, title: str, packages: Sequence[str]
+) -> None:
+    """Both arms (``native``, ``gymverse``) interleaved per env and concurrency; prints the table, writes JSON."""
+    levels = (1, 8) if args.quick else CONCURRENCY
+    episodes = 8 if args.quick else 64
+    envs = list(ENVS.items())[:1] if args.quick else list(ENVS.items())
+    results = {}
+    for env_id, action in envs:
+        seeds = playable_seeds(env_id, action, 64)
+        for n in levels:
+            timed = {arm: _timed(play, env_id, seeds, n, max(episodes, n)) for arm, play in arms.items()}
+            for measure in timed.values():  # warm-up: imports, template compilation, the session pool's threads
+                measure()
+            results[(env_id, n)] = interleaved(timed, rounds, label=f"{framework} rollout {env_id} x{n}")
+    rows = rollout_rows(framework, results)
+    print_table(title, rows, ROLLOUT_COLUMNS)
+    write_result(
+        name,
+        title,
+        rows,
+        args=args,
+        plot_metric="ms_per_turn",
+        plot_label="ms per turn (lower is better)",
+        lower_is_better=True,
+        targets=overhead_targets(framework, rows) if not name.endswith("_gpu") else [],
+        packages=packages,
+        extra={"horizon": HORIZON, "envs": ENVS},
+    )
+
+
+def _timed(play: Play, env_id: str, seeds: list[int], n: int, episodes: int) -> Callable[[], dict[str, float]]:
+    return lambda: timed_batches(lambda batch: play(env_id, batch), seeds, n, episodes)
+
+
+def gpu_generator(seed: int = 0) -> Callable[[list[int], int], Awaitable[None]] | None:
     """With CUDA: ``await gen(prompt_ids, n)`` runs a real model's generation of `n` tokens (None without CUDA).
 
-    The model is a small Llama built here with random weights (nothing is downloaded), 8 layers of width 512, in
-    bf16, generating with ``transformers`` ``generate`` (greedy, exactly `n` new tokens, KV cache). Calls are
-    serialized on the one GPU in a worker thread, so the event loop (env steps, glue) keeps running meanwhile.
+    The model is a small Llama built here with random weights (nothing is downloaded): 8 layers of width 512 and
+    a 32k vocabulary (covering the benchmark tokenizers' ids), in bf16, generating with ``transformers``
+    ``generate`` (greedy, exactly `n` new tokens, KV cache). Calls are serialized on the one GPU in a worker
+    thread, so the event loop (env steps, glue) keeps running meanwhile.
     The fixed reply tokens are still what the agent loops get back, so both arms keep their protocol.
     """
     import torch
@@ -152,7 +190,7 @@ def gpu_generator(vocab_size: int, seed: int = 0) -> Callable[[list[int], int], 
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=max(vocab_size, 1024),
+        vocab_size=32000,
         hidden_size=512,
         intermediate_size=1376,
         num_hidden_layers=8,
