@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{head}: {why}", flush=True)
             records.append(RunRecord(bench.script, bench.venv, why))
             continue
-        print(f"{head} {' '.join(flags)} ...", flush=True)
+        print(" ".join([head, *flags, "..."]), flush=True)
         status, seconds = run_one(bench, flags, args.out, args.timeout)
         print(f"{head}: {status} in {seconds:.0f} s", flush=True)
         records.append(RunRecord(bench.script, bench.venv, status, round(seconds, 1)))

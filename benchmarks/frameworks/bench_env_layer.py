@@ -43,6 +43,7 @@ import env_server as es
 import env_throughput as et
 from common import Target, base_parser, interleaved, print_table, progress, rounds_of, write_result
 from rich.console import Console
+from summary import paired_ratio
 
 WORKLOADS: dict[str, tuple[str, dict[str, Any]]] = {"cheap": ("vectest:Count", {}), "io": ("vectest:SleepIO", {})}
 NS = (1, 8, 64)
@@ -138,8 +139,7 @@ def _rows(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
         for ref in REFERENCES:
             other = next((r for r in rows if r["case"] == row["case"] and r["arm"] == ref), None)
             if other is not None and row is not other:
-                pairs = zip(row["steps_per_s_rounds"], other["steps_per_s_rounds"])
-                row[f"vs {ref}"] = statistics.median(a / b for a, b in pairs if b)
+                row[f"vs {ref}"] = paired_ratio(row, other, "steps_per_s")
     return rows
 
 
