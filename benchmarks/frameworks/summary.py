@@ -89,10 +89,15 @@ def metric_columns(rows: Sequence[Mapping[str, Any]], plot_metric: str | None) -
         for key, value in row.items():
             if key in ("framework", "case", "arm") or key.endswith("_rounds"):
                 continue
-            target = ratios if key.startswith("vs ") else metrics
-            if key not in target and (key.startswith("vs ") or isinstance(value, int | float | str)):
+            target = ratios if is_ratio(key) and key != plot_metric else metrics
+            if key not in target and (target is ratios or isinstance(value, int | float | str)):
                 target.append(key)
     return metrics, ratios
+
+
+def is_ratio(key: str) -> bool:
+    """A ratio column: ``vs <arm>`` or a name with ``ratio`` in it (``ratio_vs_native``)."""
+    return key.startswith("vs ") or "ratio" in key
 
 
 def _cell(value: Any, ratio: bool = False) -> str:
@@ -121,10 +126,10 @@ def _versions(m: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items())
 
 
-def is_gpu_row(row: Mapping[str, Any]) -> bool:
-    """A row measured on a GPU: ``device`` says so, or its arm or case names the GPU."""
+def is_gpu_row(doc: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """A row measured on a GPU: ``device`` says so, its arm or case names the GPU, or its benchmark's name does."""
     device = str(row.get("device", "")).lower()
-    text = f"{row.get('arm', '')} {row.get('case', '')}".lower()
+    text = f"{row.get('arm', '')} {row.get('case', '')} {doc.get('benchmark', '')}".lower()
     return device.startswith(("cuda", "gpu")) or "gpu" in text
 
 
@@ -290,22 +295,20 @@ def _gpu_section(results: Sequence[tuple[Path, Mapping[str, Any]]], gpu_requeste
             "No GPU on this machine: every number above was taken on the CPU"
             + (" (`--gpu` was passed; the GPU measurements need a CUDA device)." if gpu_requested else ".")
         )
-        return [*lines, ""]
     for path, doc in on_gpu:
-        gpu_rows = [r for r in doc["rows"] if is_gpu_row(r)]
+        gpu_rows = [r for r in doc["rows"] if is_gpu_row(doc, r)]
         lines.append(f"- `{path.name}` on {doc['machine']['gpu']}: {len(gpu_rows)} GPU row(s)")
-        metrics, _ = metric_columns(gpu_rows, (doc.get("plot") or {}).get("metric"))
+        metrics, ratios = metric_columns(gpu_rows, (doc.get("plot") or {}).get("metric"))
         if gpu_rows:
-            lines += [
-                "",
-                *markdown_table(
-                    ["framework", "case", "arm", *metrics],
-                    [
-                        [_cell(r.get("framework")), _cell(r.get("case")), _cell(r.get("arm"))]
-                        + [_cell(r.get(m)) for m in metrics]
-                        for r in gpu_rows
-                    ],
-                ),
-                "",
+            header = ["framework", "case", "arm", *metrics, *ratios]
+            body = [
+                [_cell(r.get("framework")), _cell(r.get("case")), _cell(r.get("arm"))]
+                + [_cell(r.get(m)) for m in metrics]
+                + [_cell(r.get(k), ratio=True) for k in ratios]
+                for r in gpu_rows
             ]
+            lines += ["", *markdown_table(header, body), ""]
+    notes = [(p, d["gpu"]) for p, d in results if isinstance(d.get("gpu"), str)]
+    if notes:
+        lines += ["", *(f"- `{p.name}`: GPU {status}" for p, status in notes)]
     return [*lines, ""]

@@ -65,8 +65,10 @@ def folder(tmp_path: Path) -> Path:
     )  # fmt: skip
     advantage = result(
         "oat_advantage",
-        [{"framework": "oat", "case": "4k", "arm": "perpo", "ms_per_turn": 3.0, "vs grpo": 1.25}],
-    )
+        [{"framework": "oat", "case": "4k", "arm": "perpo", "ms_per_turn": 3.0, "vs grpo": 1.25,
+          "ratio_vs_native": 0.5}],
+        gpu="skipped: no CUDA device",
+    )  # fmt: skip
     folder = tmp_path / "results"
     folder.mkdir()
     write(folder, rollout)
@@ -91,7 +93,7 @@ def test_ratios_against_the_baseline_are_paired_by_round(folder: Path) -> None:
     assert table_row(md, "64 episodes", "gymverse").endswith("| 1.00x |")  # median of 1, 3, 0.5; not 2.00x
     assert table_row(md, "8 episodes", "gymverse").endswith("| 1.25x |")  # 5 / 4 without rounds
     assert table_row(md, "64 episodes", "native").endswith("| – |")  # the baseline gets no ratio to itself
-    assert table_row(md, "4k", "perpo").endswith("| 1.25x |")  # a row's own ratio is shown as it is
+    assert table_row(md, "4k", "perpo").endswith("| 1.25x | 0.50x |")  # a row's own ratios are shown as they are
 
 
 def test_paired_ratio_falls_back_to_medians_on_unequal_rounds() -> None:
@@ -128,6 +130,7 @@ def test_plots_runs_machine_and_no_gpu(folder: Path) -> None:
     assert "not run: .venv-rl2 missing" in table_row(md, "bench_rl2.py")
     gpu = md.split("## GPU")[1].split("## Machines")[0]
     assert "No GPU on this machine" in gpu and "`--gpu` was passed" in gpu
+    assert "`oat_advantage.json`: GPU skipped: no CUDA device" in gpu
     assert "Linux-test; x86_64, 2 CPUs, no GPU" in md.split("## Machines")[1]
 
 
@@ -141,9 +144,14 @@ def test_gpu_rows_are_listed_when_a_gpu_was_used(tmp_path: Path) -> None:
     )
     doc["machine"]["gpu"] = "NVIDIA H100 80GB HBM3"
     write(tmp_path, doc)
+    whole = result("verl_rollout_gpu", [{"framework": "verl", "case": "x8", "arm": "native", "ms_per_turn": 9.0}])
+    whole["machine"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    write(tmp_path, whole)
     gpu = write_summary(tmp_path).read_text().split("## GPU")[1].split("## Machines")[0]
-    assert "NVIDIA H100 80GB HBM3: 1 GPU row(s)" in gpu
+    assert "`verl_generation.json` on NVIDIA H100 80GB HBM3: 1 GPU row(s)" in gpu
     assert "generate (gpu)" in gpu and "scripted" not in gpu
+    assert "`verl_rollout_gpu.json` on NVIDIA H100 80GB HBM3: 1 GPU row(s)" in gpu  # a GPU benchmark: every row
+    assert "No GPU on this machine" not in gpu
 
 
 def test_plan_names_the_missing_venv_and_its_ci_command(tmp_path: Path) -> None:
