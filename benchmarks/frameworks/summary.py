@@ -115,6 +115,17 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list
     return lines
 
 
+def rows_table(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], ratios: Sequence[str]) -> list[str]:
+    """Result rows as a Markdown table: framework, case, arm, the metrics, the ratios (as ``1.25x``)."""
+    body = [
+        [_cell(r.get("framework")), _cell(r.get("case")), _cell(r.get("arm"))]
+        + [_cell(r.get(m)) for m in metrics]
+        + [_cell(r.get(k), ratio=True) for k in ratios]
+        for r in rows
+    ]
+    return markdown_table(["framework", "case", "arm", *metrics, *ratios], body)
+
+
 def _machine_line(m: Mapping[str, Any]) -> str:
     gpu = m.get("gpu") or "no GPU"
     load = m.get("load_avg_1m")
@@ -199,14 +210,7 @@ def _section(path: Path, doc: Mapping[str, Any], png: Path | None, fresh: bool) 
     out.append("")
     if png is not None:
         out += [f"![{doc['benchmark']}]({png.name})", ""]
-    header = ["framework", "case", "arm", *metrics, *ratios]
-    body = [
-        [_cell(r.get("framework")), _cell(r.get("case")), _cell(r.get("arm"))]
-        + [_cell(r.get(m)) for m in metrics]
-        + [_cell(r.get(k), ratio=True) for k in ratios]
-        for r in rows
-    ]
-    out += markdown_table(header, body)
+    out += rows_table(rows, metrics, ratios)
     if doc.get("targets"):
         out += ["", "Targets:", ""]
         for t in doc["targets"]:
@@ -298,16 +302,8 @@ def _gpu_section(results: Sequence[tuple[Path, Mapping[str, Any]]], gpu_requeste
     for path, doc in on_gpu:
         gpu_rows = [r for r in doc["rows"] if is_gpu_row(doc, r)]
         lines.append(f"- `{path.name}` on {doc['machine']['gpu']}: {len(gpu_rows)} GPU row(s)")
-        metrics, ratios = metric_columns(gpu_rows, (doc.get("plot") or {}).get("metric"))
         if gpu_rows:
-            header = ["framework", "case", "arm", *metrics, *ratios]
-            body = [
-                [_cell(r.get("framework")), _cell(r.get("case")), _cell(r.get("arm"))]
-                + [_cell(r.get(m)) for m in metrics]
-                + [_cell(r.get(k), ratio=True) for k in ratios]
-                for r in gpu_rows
-            ]
-            lines += ["", *markdown_table(header, body), ""]
+            lines += ["", *rows_table(gpu_rows, *metric_columns(gpu_rows, (doc.get("plot") or {}).get("metric"))), ""]
     notes = [(p, d["gpu"]) for p, d in results if isinstance(d.get("gpu"), str)]
     if notes:
         lines += ["", *(f"- `{p.name}`: GPU {status}" for p, status in notes)]
