@@ -124,4 +124,5 @@ def run_advantage_bench(
         lower_is_better=True,
         targets=advantage_targets(framework, rows, native),
         packages=packages,
+        extra={"baseline": native},
     )

@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from advantage_kit import GROUP, REPLY, run_advantage_bench, synthetic_batch
-from common import base_parser, progress, rounds_of
 from rollout_kit import (
     ENVS,
     HORIZON,
     first_observation,
     fixture_function,
-    gpu_generator,
     load_test_helpers,
+    run_framework,
     run_rollout_bench,
 )
 
@@ -118,16 +117,9 @@ class OpenRLHFRollout:
 
 def bench_rollout(args: Any, rounds: int, gpu: Any = None) -> None:
     """Both arms, interleaved, per env and concurrency."""
-    bench = OpenRLHFRollout(gpu)
+    title = "OpenRLHF: GymVerse AgentExecutor vs MultiTurnAgentExecutor"
     run_rollout_bench(
-        "openrlhf",
-        args,
-        rounds,
-        {"native": bench.play_native, "gymverse": bench.play_gymverse},
-        name="openrlhf_rollout_gpu" if gpu else "openrlhf_rollout",
-        title="OpenRLHF: GymVerse AgentExecutor vs MultiTurnAgentExecutor, "
-        + ("a real model's generation on the GPU" if gpu else "zero-cost engine"),
-        packages=PACKAGES,
+        "openrlhf", args, rounds, OpenRLHFRollout(gpu), title=title, packages=PACKAGES, gpu=gpu is not None
     )
 
 
@@ -186,22 +178,7 @@ def bench_advantage(args: Any, rounds: int) -> None:
 
 def main() -> None:
     """Run the OpenRLHF benchmarks."""
-    args = base_parser(__doc__.splitlines()[0]).parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    rounds = rounds_of(args)
-    progress("openrlhf: rollout overhead")
-    bench_rollout(args, rounds)
-    progress("openrlhf: advantage step")
-    bench_advantage(args, rounds)
-    if args.gpu:
-        gen = gpu_generator()
-        if gen is None:
-            print("--gpu: no CUDA device here; the GPU section is skipped")
-        else:
-            progress("openrlhf: rollout with a real model's generation on the GPU")
-            bench_rollout(args, rounds, gpu=gen)
+    run_framework("openrlhf", __doc__.splitlines()[0], bench_rollout, bench_advantage)
 
 
 if __name__ == "__main__":

@@ -31,16 +31,14 @@ with warnings.catch_warnings():
 
 import asyncio
 
-import torch
 from advantage_kit import run_advantage_bench, synthetic_batch
-from common import base_parser, progress, rounds_of
 from rollout_kit import (
     ENVS,
     HORIZON,
     first_observation,
     fixture_function,
-    gpu_generator,
     load_test_helpers,
+    run_framework,
     run_rollout_bench,
 )
 
@@ -196,17 +194,8 @@ def tool_call(action: str) -> str:
 
 def bench_rollout(args: Any, rounds: int, gpu: Any = None) -> None:
     """Both arms, interleaved, per env and concurrency."""
-    bench = VerlRollout(gpu)
-    run_rollout_bench(
-        "verl",
-        args,
-        rounds,
-        {"native": bench.play_native, "gymverse": bench.play_gymverse},
-        name="verl_rollout_gpu" if gpu else "verl_rollout",
-        title="verl: GymVerseAgentLoop vs verl ToolAgentLoop, "
-        + ("a real model's generation on the GPU" if gpu else "zero-cost server"),
-        packages=PACKAGES,
-    )
+    title = "verl: GymVerseAgentLoop vs verl ToolAgentLoop"
+    run_rollout_bench("verl", args, rounds, VerlRollout(gpu), title=title, packages=PACKAGES, gpu=gpu is not None)
 
 
 def advantage_arms(transitions: int) -> dict[str, Any]:
@@ -256,20 +245,7 @@ def bench_advantage(args: Any, rounds: int) -> None:
 
 def main() -> None:
     """Run the verl benchmarks."""
-    args = base_parser(__doc__.splitlines()[0]).parse_args()
-    torch.set_num_threads(1)
-    rounds = rounds_of(args)
-    progress("verl: rollout overhead")
-    bench_rollout(args, rounds)
-    progress("verl: advantage step")
-    bench_advantage(args, rounds)
-    if args.gpu:
-        gen = gpu_generator()
-        if gen is None:
-            print("--gpu: no CUDA device here; the GPU section is skipped")
-        else:
-            progress("verl: rollout with a real model's generation on the GPU")
-            bench_rollout(args, rounds, gpu=gen, name="verl_rollout_gpu")
+    run_framework("verl", __doc__.splitlines()[0], bench_rollout, bench_advantage)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from common import Target, interleaved, print_table, ratio, write_result
+from common import Target, base_parser, interleaved, print_table, progress, ratio, rounds_of, write_result
 
 REPO = Path(__file__).resolve().parents[2]
 HORIZON = 8  # env steps per episode (every env below allows 10 at its default level)
@@ -139,9 +139,12 @@ Play = Callable[[str, list[int]], Awaitable[Sequence[int]]]  # (env id, seeds) -
 
 
 def run_rollout_bench(
-    framework: str, args: Any, rounds: int, arms: dict[str, Play], *, name: str, title: str, packages: Sequence[str]
+    framework: str, args: Any, rounds: int, bench: Any, *, title: str, packages: Sequence[str], gpu: bool
 ) -> None:
-    """Both arms (``native``, ``gymverse``) interleaved per env and concurrency; prints the table, writes JSON."""
+    """`bench`'s ``play_native``/``play_gymverse`` interleaved per env and concurrency; prints a table, writes JSON."""
+    arms: dict[str, Play] = {"native": bench.play_native, "gymverse": bench.play_gymverse}
+    name = f"{framework}_rollout" + ("_gpu" if gpu else "")
+    title += ", a real model's generation on the GPU" if gpu else ", zero-cost generator"
     levels = (1, 8) if args.quick else CONCURRENCY
     episodes = 8 if args.quick else 64
     envs = list(ENVS.items())[:1] if args.quick else list(ENVS.items())
@@ -163,9 +166,9 @@ def run_rollout_bench(
         plot_metric="ms_per_turn",
         plot_label="ms per turn (lower is better)",
         lower_is_better=True,
-        targets=overhead_targets(framework, rows) if not name.endswith("_gpu") else [],
+        targets=[] if gpu else overhead_targets(framework, rows),
         packages=packages,
-        extra={"horizon": HORIZON, "envs": ENVS},
+        extra={"baseline": "native", "horizon": HORIZON, "envs": ENVS},
     )
 
 
@@ -211,3 +214,28 @@ def gpu_generator(seed: int = 0) -> Callable[[list[int], int], Awaitable[None]] 
         await asyncio.to_thread(run, prompt_ids, n)
 
     return gen
+
+
+def run_framework(
+    framework: str,
+    description: str,
+    bench_rollout: Callable[..., None],
+    bench_advantage: Callable[[Any, int], None],
+) -> None:
+    """A framework script's main: parse the common flags, rollout, advantage, then the GPU section (``--gpu``)."""
+    import torch
+
+    args = base_parser(description).parse_args()
+    torch.set_num_threads(1)
+    rounds = rounds_of(args)
+    progress(f"{framework}: rollout overhead")
+    bench_rollout(args, rounds)
+    progress(f"{framework}: advantage step")
+    bench_advantage(args, rounds)
+    if args.gpu:
+        gen = gpu_generator()
+        if gen is None:
+            print(f"--gpu: no CUDA device here; the {framework} GPU section is skipped")
+        else:
+            progress(f"{framework}: rollout with a real model's generation on the GPU")
+            bench_rollout(args, rounds, gpu=gen)
