@@ -118,15 +118,16 @@ def confine(spec: dict[str, Any]) -> list[str]:
     return applied
 
 
-def run_job(spec: dict[str, Any], value_fd: int) -> None:
+def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
-    The first message on `value_fd` lists the measures applied (sent before any untrusted code runs, so the
-    monitor knows them even if the job is killed); the second is the outcome.
+    The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
+    confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
+    the outcome.
     """
     code = EXIT_SETUP
     try:
-        applied = confine(spec)
+        applied = [*(applied or []), *confine(spec)]
         _protocol.send(value_fd, {"applied": applied})
         sys.path[:] = spec["sys_path"]
         sys.path.insert(0, spec["workdir"])  # like a script's own dir: `files` written there are importable

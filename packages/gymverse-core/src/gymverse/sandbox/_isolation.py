@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import resource
 import stat
@@ -56,7 +57,9 @@ UID_SPAN = 1 << 24
 _PROBE: dict[str, bool] | None = None
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    # One handle per process (a fork keeps it): dlopen and symbol lookup per call cost more than the call.
     return ctypes.CDLL(None, use_errno=True)
 
 

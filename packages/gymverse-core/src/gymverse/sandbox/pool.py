@@ -1,11 +1,11 @@
 """`SandboxPool`: warm zygotes for many short sandboxed executions.
 
 Each zygote is a long-lived interpreter that has already imported what jobs need (``preload``) and never handles
-any job's data; a job's launcher is forked from it and only then reads its spec, so no job can find an earlier
-job's source, output or return value in its memory. From there the job is launched, isolated and limited exactly
-like a fresh `Sandbox` job on the ctypes path (own PID, IPC and mount namespaces, own uid, rlimits, private
-tmpfs work dir); the host supervises it in the calling thread. What the pool saves is interpreter start-up and
-imports.
+any job's data; each job's process is forked from it ahead of time and only then reads its spec, so no job can
+find an earlier job's source, output or return value in its memory. The job is isolated and limited like a fresh
+`Sandbox` job on the ctypes path (own IPC and mount namespaces, a PID namespace shared only with its zygote, own
+uid, rlimits, private tmpfs work dir); the host collects its output in the calling thread. What the pool saves is
+interpreter start-up and imports (see `_zygote`).
 """
 
 from __future__ import annotations
@@ -93,14 +93,20 @@ class SandboxPool(_SpecRunner):
         zygote = self._acquire()
         try:
             try:
-                pid, pidfd, out_r, err_r, res_r = zygote.launch(spec)
+                fds = zygote.launch(spec)
             except OSError:
                 zygote.kill()
                 return SandboxResult(
                     status="killed", error="sandbox pool worker died", wall_time=time.monotonic() - start
                 )
-            result = _supervise.supervise(pid, pidfd, (out_r, err_r, res_r), spec, start, reap=False)
-            return SandboxResult.from_dict(result)
+            # The zygote enforces the deadline; killing it is the backstop (its namespace dies with it). Leaving
+            # (Ctrl-C, a StepTimeout) closes the status pipe, on which the zygote kills the job.
+            limits = spec["limits"]
+            out, err, (value, status), timed_out = _supervise.supervise(
+                fds, limits, start, zygote.kill, kill_on_error=False
+            )
+            result = _supervise.pool_result(value, status, timed_out, limits)
+            return SandboxResult.from_dict(_supervise.finish(result, out, err, limits, start))
         finally:
             self._release(zygote)
             _supervise.cleanup(spec)
