@@ -128,16 +128,25 @@ def high_fd(fd: int) -> int:
     return new
 
 
-def prepare_workdir(spec: dict[str, Any], applied: list[str]) -> None:
-    """Mount the job's private file systems (if it has a mount namespace) and fill its work dir; appends the
-    measures applied to `applied`."""
-    mounts = spec.get("mounts")
-    if mounts is None:  # no mount namespace: the host made the work dir on its disk
+def tmpfs_options(limits: dict[str, Any]) -> str:
+    """Mount options of the job's private tmpfs dirs: its size and inode limits."""
+    return f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['max_files'])}"
+
+
+def mount_private(plan: dict[str, list[str]], limits: dict[str, Any], applied: list[str]) -> None:
+    """Mount the job's private file systems (in its own mount namespace); appends the measures to `applied`."""
+    plan = {root: keep for root, keep in plan.items() if os.path.isdir(root)}
+    proc = "pidns" in applied and "proc" not in applied
+    applied += _isolation.apply_mounts(plan, tmpfs_options(limits), proc=proc)
+
+
+def prepare_workdir(spec: dict[str, Any], applied: list[str], mounted: bool = False) -> None:
+    """Mount the job's private file systems (if it has a mount namespace and they are not `mounted` yet) and fill
+    its work dir; appends the measures applied to `applied`."""
+    if spec.get("mounts") is None:  # no mount namespace: the host made the work dir on its disk
         return
-    limits = spec["limits"]
-    options = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['max_files'])}"
-    mounts = {root: keep for root, keep in mounts.items() if os.path.isdir(root)}
-    applied += _isolation.apply_mounts(mounts, options, proc="pidns" in applied and "proc" not in applied)
+    if not mounted:
+        mount_private(spec["mounts"], spec["limits"], applied)
     workdir, uid = spec["workdir"], spec.get("uid")
     os.makedirs(workdir, mode=0o700)
     for name, data in spec.pop("files", {}).items():

@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gymverse.sandbox import _bwrap, _isolation, _monitor, _protocol
@@ -123,7 +123,7 @@ def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_o
         spec["files"] = {
             n: base64.b64encode(d.encode() if isinstance(d, str) else d).decode() for n, d in files.items()
         }
-        spec["mounts"] = _mount_plan(tuple(spec.get("readable_paths", [])), tuple(sys.path))
+        spec["mounts"] = mount_plan(spec.get("readable_paths", []))
         return spec
     workdir = tempfile.mkdtemp(prefix="gymverse-sbx-")
     spec["workdir"] = spec["host_workdir"] = workdir
@@ -144,6 +144,11 @@ def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_o
         cleanup(spec)
         raise
     return spec
+
+
+def mount_plan(readable_paths: Sequence[str]) -> dict[str, list[str]]:
+    """Which dirs a job's mount namespace covers with tmpfs, and what it binds back (for `sys.path` as it is now)."""
+    return _mount_plan(tuple(readable_paths), tuple(sys.path))
 
 
 @functools.lru_cache(maxsize=64)

@@ -58,8 +58,8 @@ def main(sock_fd: int) -> None:
     if _own_pid_namespace():
         inherited.append("pidns")
     sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
-    mounts = bool(init.get("mounts"))
-    job = _prestart(inherited, mounts)
+    ahead = init.get("mounts")  # the pool's mount plan and default limits, or None: no mount namespaces
+    job = _prestart(inherited, ahead)
     while True:
         data, fds = _protocol.recv_fds(sock, JOB_FDS)
         msg = _protocol.parse(data) if data else None
@@ -79,7 +79,7 @@ def main(sock_fd: int) -> None:
         with contextlib.suppress(OSError):  # the host may have given up on this job
             _protocol.send(fds[4], report)
         os.close(fds[4])
-        job = _prestart(inherited, mounts)
+        job = _prestart(inherited, ahead)
 
 
 def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def _reap() -> None:
             pass
 
 
-def _prestart(inherited: list[str], mounts: bool) -> tuple[int, int, socket.socket]:
+def _prestart(inherited: list[str], ahead: dict[str, Any] | None) -> tuple[int, int, socket.socket]:
     """Fork the next job's process ahead of its job; returns its pid, a pidfd and its control socket."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
@@ -145,25 +145,31 @@ def _prestart(inherited: list[str], mounts: bool) -> tuple[int, int, socket.sock
             os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, the status pipe of the job before, ...
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-            _await_job(inherited, mounts)
+            _await_job(inherited, ahead)
         finally:
             os._exit(code)
     theirs.close()
     return pid, os.pidfd_open(pid), ours
 
 
-def _await_job(inherited: list[str], mounts: bool) -> None:
-    """In the prestarted job process: create the job's own namespaces now, then wait for the job and run it."""
+def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
+    """In the prestarted job process: create the job's own namespaces and mount its private file systems (with
+    the pool's defaults) now, then wait for the job and run it."""
     applied = list(inherited)
-    flags = _isolation.CLONE_NEWIPC | (_isolation.CLONE_NEWNS if mounts else 0)
+    flags = _isolation.CLONE_NEWIPC | (_isolation.CLONE_NEWNS if ahead is not None else 0)
     if sys.platform.startswith("linux"):
         try:
             _isolation.unshare(flags)
-            applied += ["ipcns", "mountns"] if mounts else ["ipcns"]
+            applied += ["ipcns", "mountns"] if ahead is not None else ["ipcns"]
         except OSError:
             with contextlib.suppress(OSError):
                 _isolation.unshare(_isolation.CLONE_NEWIPC)
                 applied.append("ipcns")
+    mounted = None
+    if ahead is not None and "mountns" in applied:
+        with contextlib.suppress(OSError):  # then the job's own spec gets mounted when it comes
+            _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
+            mounted = ahead
     sock = socket.socket(fileno=CTL_FD)
     _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
     sock.close()
@@ -175,7 +181,8 @@ def _await_job(inherited: list[str], mounts: bool) -> None:
         sys.path[:] = spec["sys_path"]
         if "mountns" not in applied:
             spec["mounts"] = None
-        _monitor.prepare_workdir(spec, applied)
+        ready = mounted is not None and spec["mounts"] is not None and _fit_mounts(mounted, spec, applied)
+        _monitor.prepare_workdir(spec, applied, mounted=ready)
     except BaseException as exc:
         with contextlib.suppress(Exception):
             _protocol.send(value_w, {"applied": applied})
@@ -187,6 +194,21 @@ def _await_job(inherited: list[str], mounts: bool) -> None:
     os.dup2(value_w, 3)
     os.closerange(4, 1 << 20)
     _child.run_job(spec, 3, applied)
+
+
+def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str]) -> bool:
+    """Make the file systems mounted ahead (`mounted`: plan and limits) the job's; whether they now are. Other
+    tmpfs limits: remount with them; another plan (readable paths or `sys.path` changed): detach them all."""
+    roots = [root for root in mounted["plan"] if os.path.isdir(root)]
+    if spec["mounts"] != mounted["plan"]:
+        for root in reversed(roots):
+            _isolation.unmount(root)
+        applied.remove("private-tmp")
+        return False
+    options = _monitor.tmpfs_options(spec["limits"])
+    if options != _monitor.tmpfs_options(mounted["limits"]):
+        _isolation.remount_tmpfs(roots, options)
+    return True
 
 
 def _own_pid_namespace() -> bool:
@@ -231,7 +253,9 @@ def _namespaces(network: bool) -> list[str]:
 class Zygote:
     """Host handle of one zygote process."""
 
-    def __init__(self, preload: list[str], network: bool, mounts: bool = True) -> None:
+    def __init__(self, preload: list[str], network: bool, mounts: dict[str, Any] | None = None) -> None:
+        """Start a zygote; `mounts` (``{"plan", "limits"}``, the pool's mount plan and default limits) gives each
+        job its own mount namespace, mounted ahead of the job; None: no mount namespaces."""
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host
         try:

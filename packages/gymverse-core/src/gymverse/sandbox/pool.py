@@ -55,7 +55,8 @@ class SandboxPool(_SpecRunner):
             self._idle.put(self._add_zygote())
 
     def _add_zygote(self) -> Zygote:
-        zygote = Zygote(self.preload, self.limits.network, self._mounts_ok)
+        ahead = {"plan": _supervise.mount_plan(self.readable_paths), "limits": self.limits.to_spec()}
+        zygote = Zygote(self.preload, self.limits.network, ahead if self._mounts_ok else None)
         with self._lock:
             if self._closed:
                 zygote.kill()
