@@ -7,10 +7,11 @@ Why each mechanism:
 
 * A fresh unprivileged uid per job (when we are root). Root ignores ``RLIMIT_NPROC`` and can write anywhere; a
   uid no other process uses makes ``RLIMIT_NPROC`` a per-job process/thread cap.
-* A PID namespace per job whose init is our monitor (never untrusted code, never changes uid): when it exits or
-  dies, the kernel kills every process of the job, whatever uid or session they moved to. The monitor keeps
+* A PID namespace whose init is our monitor (fresh jobs) or the pool worker's zygote (pool jobs, one at a time):
+  never untrusted code, never a uid change. When it exits or dies, the kernel kills every process in it, whatever
+  uid or session they moved to; the zygote also kills them all (``kill(-1)``) after each job. The monitor keeps
   ``PR_SET_PDEATHSIG`` (a uid switch would clear it), so the chain host -> launcher -> monitor -> job breaks
-  downwards whichever link dies. A fresh ``/proc`` shows the job only its own processes.
+  downwards whichever link dies. A fresh ``/proc`` shows the job only its namespace.
 * An IPC namespace per job: SysV shared memory and message queues die with the job and are seen by no other job.
 * A network namespace: the child sees only a down loopback device.
 * A mount namespace per job with size- and inode-limited tmpfs over ``/tmp``, ``/var/tmp``, ``/dev/shm`` and over
