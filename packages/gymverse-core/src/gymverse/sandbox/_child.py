@@ -19,6 +19,14 @@ from typing import Any
 
 from gymverse.sandbox import _isolation, _protocol
 
+#: Prefix of a freshly exec'd launcher's or zygote's command line (argv[1]: the gymverse package dir). Stub
+#: `gymverse` and `gymverse.sandbox` packages let it load only the modules it needs: the real `__init__`s import
+#: numpy and dataclasses, which would triple every start-up (and enlarge every fork of a zygote).
+STUBS = (
+    "import sys, types\n"
+    "for name, sub in (('gymverse', ''), ('gymverse.sandbox', '/sandbox')):\n"
+    "    m = types.ModuleType(name); m.__path__ = [sys.argv[1] + sub]; sys.modules[name] = m\n"
+)
 #: The environment untrusted code sees: nothing inherited from the parent except what the caller passes.
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 REPR_LIMIT = 2000

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gymverse.sandbox import _bwrap, _isolation, _monitor, _protocol
+from gymverse.sandbox import _bwrap, _child, _isolation, _monitor, _protocol
 from gymverse.sandbox._monitor import RESULT_FD, SPEC_FD
 from gymverse.sandbox.config import STATUSES
 
@@ -31,15 +31,8 @@ DRAIN_GRACE = 1.0
 #: The monitor enforces the timeout itself and reports; the host kills the launcher this much later as a backstop.
 KILL_GRACE = 1.0
 
-#: Command line of a freshly exec'd child; argv: gymverse package dir, spec fd, result fd. Stub `gymverse` and
-#: `gymverse.sandbox` packages let the child load only the modules it needs: the real `__init__`s import numpy
-#: and dataclasses, which would triple the start-up time of every job.
-STUBS = (
-    "import sys, types\n"
-    "for name, sub in (('gymverse', ''), ('gymverse.sandbox', '/sandbox')):\n"
-    "    m = types.ModuleType(name); m.__path__ = [sys.argv[1] + sub]; sys.modules[name] = m\n"
-)
-BOOTSTRAP = STUBS + "from gymverse.sandbox._monitor import main; main(sys.argv[2], int(sys.argv[3]))"
+#: Command line of a freshly exec'd launcher; argv: gymverse package dir, role, parent pid (see `_child.STUBS`).
+BOOTSTRAP = _child.STUBS + "from gymverse.sandbox._monitor import main; main(sys.argv[2], int(sys.argv[3]))"
 
 F_SETPIPE_SZ = 1031
 #: Environment of the exec'd child/worker (secrets never reach even its initial environ). Few malloc arenas: glibc

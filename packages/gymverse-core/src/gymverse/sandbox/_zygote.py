@@ -28,14 +28,15 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 from typing import Any
 
-from gymverse.sandbox import _child, _isolation, _monitor, _protocol, _supervise
+from gymverse.sandbox import _child, _isolation, _monitor, _protocol
 
-BOOT = _supervise.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.argv[2]))"
+#: The zygote's command line (argv: gymverse package dir, socket fd). It imports only what jobs need: every module
+#: here makes each job's fork and exit dearer (page tables), so host-side code stays in `pool`.
+BOOT = _child.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.argv[2]))"
 #: Pipe ends the host sends per job: spec (read), stdout, stderr, value (write) go on to the job; status stays.
 JOB_FDS = 5
 #: Where the prestarted job process keeps its control socket until its job arrives.
@@ -248,71 +249,3 @@ def _namespaces(network: bool) -> list[str]:
             _isolation.unshare(_isolation.CLONE_NEWNET)
             applied.append("netns")
     return applied
-
-
-class Zygote:
-    """Host handle of one zygote process."""
-
-    def __init__(self, preload: list[str], network: bool, mounts: dict[str, Any] | None = None) -> None:
-        """Start a zygote; `mounts` (``{"plan", "limits"}``, the pool's mount plan and default limits) gives each
-        job its own mount namespace, mounted ahead of the job; None: no mount namespaces."""
-        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = host
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOT, _supervise.package_dir(), str(child.fileno())],
-                stdin=subprocess.DEVNULL,
-                pass_fds=(child.fileno(),),
-                env=_supervise.SPAWN_ENV,
-                start_new_session=True,
-            )
-        finally:
-            child.close()
-        sys_path = [_supervise.package_root(), *(p for p in sys.path if p)]
-        init = {"sys_path": sys_path, "preload": preload, "network": network, "mounts": mounts}
-        host.sendall(json.dumps(init).encode())
-        host.settimeout(120.0)
-        try:
-            ready = json.loads(host.recv(1 << 16) or b"{}")
-        except (OSError, ValueError):
-            ready = {}
-        host.settimeout(None)
-        if not ready.get("ready"):
-            self.kill()
-            raise RuntimeError("sandbox pool zygote failed to start (see its stderr)")
-        self.isolation: list[str] = list(ready["isolation"])
-
-    def launch(self, spec: dict[str, Any]) -> tuple[int, int, int, int]:
-        """Hand `spec` to the zygote's waiting job process; returns (stdout, stderr, value, status) read ends."""
-        out_r, out_w = _supervise.output_pipe()
-        err_r, err_w = _supervise.output_pipe()
-        value_r, value_w = os.pipe()
-        status_r, status_w = os.pipe()
-        spec_r, spec_w = os.pipe()
-        try:
-            head = {"timeout": spec["limits"]["timeout"], "uid": spec.get("uid")}
-            _protocol.send_fds(self.sock, json.dumps(head).encode(), [spec_r, out_w, err_w, value_w, status_w])
-        except BaseException:
-            for fd in (out_r, err_r, value_r, status_r, spec_w):
-                os.close(fd)
-            raise
-        finally:
-            for fd in (out_w, err_w, value_w, status_w, spec_r):
-                os.close(fd)
-        # The job process reads it all before anything else; if it died, the write fails and the zygote reports
-        # the death on the status pipe.
-        with contextlib.suppress(BrokenPipeError), os.fdopen(spec_w, "wb") as f:
-            f.write(json.dumps(spec).encode())
-        return out_r, err_r, value_r, status_r
-
-    def alive(self) -> bool:
-        """Whether the zygote process still runs."""
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        """Stop the zygote; its jobs die with it."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
