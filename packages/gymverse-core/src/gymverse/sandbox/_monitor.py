@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import os
 import selectors
 import signal
@@ -121,8 +122,6 @@ def launch(spec: dict[str, Any], inherited: list[str]) -> int:
 
 def high_fd(fd: int) -> int:
     """Move `fd` above the numbers the job's processes use (0..4) and return the new number."""
-    import fcntl
-
     new = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
     os.close(fd)
     return new
