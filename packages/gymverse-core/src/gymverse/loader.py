@@ -156,4 +156,12 @@ def is_importable(module_name: str) -> bool:
         return False
 
 
-__all__ = ["EnvLoadError", "build_from_ref", "env_classes", "is_importable", "load_env_class", "load_module_from_file", "split_spec"]
+__all__ = [
+    "EnvLoadError",
+    "build_from_ref",
+    "env_classes",
+    "is_importable",
+    "load_env_class",
+    "load_module_from_file",
+    "split_spec",
+]

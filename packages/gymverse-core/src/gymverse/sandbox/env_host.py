@@ -62,8 +62,9 @@ def _field(fn: Callable[[], Any]) -> list[Any]:
 class Host:
     """The envs of one session, by id, and the operations the trusted side may request on them."""
 
-    def __init__(self, factory: Callable[..., Any], args: list[Any]) -> None:
-        self.factory, self.args = factory, args
+    def __init__(self) -> None:
+        self.factory: Callable[..., Any] | None = None
+        self.args: list[Any] = []
         self.envs: dict[int, Any] = {}
         self.states: dict[int, tuple[int, Any]] = {}
         self.classes: dict[type, int] = {}
@@ -105,7 +106,11 @@ class Host:
 
     def handle(self, op: str, eid: int, args: list[Any]) -> dict[str, Any]:
         """Run one operation; returns the answer's body (``value`` plus what the proxy mirrors)."""
+        if op == "init":
+            return self._init(*args)
         if op == "make":
+            if self.factory is None:
+                raise RuntimeError("the env host was not initialized")
             from gymverse.checker._support import GlobalRngSnapshot
 
             # every env is built from the checker's sentinel state, so `rng_changed` can tell what it touched
@@ -139,9 +144,8 @@ class Host:
             if twin is env:
                 return {"env": eid, **self._describe(env)}
             return {"env": self._register(twin), **self._describe(twin)}
-        if op == "close":
-            env.close()
-            return {}
+        if op == "play":
+            return self._play(env, *args)
         if op == "instance_state":
             from gymverse.checker._support import BASE_ATTRS, canon
 
@@ -155,11 +159,61 @@ class Host:
             return {"value": sentinel.changed() if sentinel is not None else []}
         raise ValueError(f"unknown env host operation {op!r}")
 
+    def _init(self, factory: str, args: list[Any], files: dict[str, str]) -> dict[str, Any]:
+        """Take the session's factory and write its files into the work dir (a warm host gets them only now)."""
+        if self.factory is not None:
+            raise RuntimeError("the env host is already initialized")
+        for name, text in files.items():
+            path = os.path.normpath(name)
+            if os.path.isabs(path) or path.split(os.sep)[0] == os.pardir:
+                raise ValueError(f"file name {name!r} escapes the work dir")
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        importlib.invalidate_caches()  # files that appeared after start-up must be importable
+        self.factory, self.args = _import(factory), list(args)
+        return {}
+
+    def _play(self, env: Any, seed: Any, reset: bool, policy: str, action: Any, limit: Any) -> dict[str, Any]:
+        """A whole episode in one request: (reset,) then act with `policy` until it ends, an error, or `limit`.
+
+        Policies: ``random`` (its sample_random_action), ``oracle`` (its solve), ``constant`` (`action`, or its
+        first random action). Returns the transcript and the exception that stopped it; the trusted side judges
+        it (the env chose or received every action, so this reveals nothing it could not have answered call by
+        call)."""
+        from gymverse.checker._support import step_type_problem
+
+        out: dict[str, Any] = {"reset": None, "steps": [], "error": None}
+        steps: list[Any] = []
+        try:
+            if reset:
+                out["reset"] = encode(env.reset(seed=seed))
+            if policy == "constant" and action is None:
+                action = env.sample_random_action()
+            for _ in range(int(limit) if limit is not None else int(env.max_turns) + 1):
+                if policy != "constant":
+                    action = env.sample_random_action() if policy == "random" else env.solve()
+                act = action
+                if not isinstance(act, str):
+                    raise TypeError(f"{policy} action is {type(act).__name__}, expected str")
+                res = env.step(act)
+                steps.append([act, encode(res)])
+                if step_type_problem(res) is not None or res[2] or res[3]:
+                    break
+        except Exception as err:
+            tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))[-4000:]
+            out["error"] = [type(err).__name__, str(err)[:2000], tb]
+        out["steps"] = steps
+        return {"value": out, **self._sync(env, params=reset)}
+
     def drop(self, ids: list[Any]) -> None:
-        """Forget envs the trusted side no longer references (and their state snapshots)."""
+        """Close and forget envs the trusted side closed or no longer references (and their state snapshots)."""
         gone = {i for i in ids if isinstance(i, int)}
         for eid in gone:
-            self.envs.pop(eid, None)
+            env = self.envs.pop(eid, None)
+            if env is not None and not any(other is env for other in self.envs.values()):
+                with contextlib.suppress(Exception):
+                    env.close()
             self.sentinels.pop(eid, None)
         for handle in [h for h, (owner, _) in self.states.items() if owner in gone]:
             del self.states[handle]
@@ -197,14 +251,22 @@ def _answer(host: Host, msg: dict[str, Any]) -> bytes:
     return data
 
 
-def serve(factory: str, args: list[Any] | None = None) -> None:
-    """Answer requests on stdin until it closes; envs are built as ``factory(*args, complexity=level)``."""
+#: Imported before the first request, so a warm host has paid for them by the time its env arrives.
+PRELOAD = ("numpy", "gymverse", "gymverse.loader", "gymverse.checker", "gymverse.compat.gem_files")
+
+
+def serve(preload: list[str] | None = None) -> None:
+    """Answer requests on stdin until it closes. The first one (``init``) names the factory envs are built with,
+    as ``factory(*args, complexity=level)``, and the files to write into the work dir."""
     requests, answers = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # the env's prints go to stderr, never into the answer channel
     os.close(devnull)
-    host = Host(_import(factory), list(args or []))
+    for name in PRELOAD if preload is None else preload:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    host = Host()
     while True:
         header = _read_exact(requests, _protocol.FRAME_HEADER.size)
         if header is None:

@@ -31,6 +31,7 @@ import threading
 import time
 import types
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gymverse import deadline as _deadline
@@ -103,18 +104,14 @@ def _short(value: Any, limit: int = 40) -> str:
 class _Session:
     """One env host process: the pipes to it, its supervisor thread, and the request/answer discipline."""
 
-    def __init__(self, host: EnvHost) -> None:
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        limits, readable_paths, backend = key
+        self.key = key
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        spec = build_spec(
-            "callable",
-            target=SERVE,
-            kwargs={"factory": host.factory, "args": list(host.args)},
-            limits=host.limits,
-            readable_paths=host.readable_paths,
-        )
+        spec = build_spec("callable", target=SERVE, limits=limits, readable_paths=readable_paths)
         try:
-            self.job = launch(spec, host.files, host.backend, stdio=(req_r, ans_w))
+            self.job = launch(spec, None, backend, stdio=(req_r, ans_w))
         except BaseException:
             for fd in (req_w, ans_r):
                 os.close(fd)
@@ -258,6 +255,19 @@ class _Session:
         self.req = self.ans = self.pidfd = -1
 
 
+#: This thread's warm spare host (see `EnvHost` ``prestart``): per thread, because a host dies with the thread
+#: that started it.
+_warm = threading.local()
+
+
+def release_spare() -> None:
+    """Stop this thread's warm spare host, if any."""
+    spare: _Session | None = getattr(_warm, "spare", None)
+    _warm.spare = None
+    if spare is not None:
+        spare.close()
+
+
 class _StateHandle:
     """A snapshot that stays in the env host (its `get_state` may hold anything); copies share it."""
 
@@ -269,6 +279,16 @@ class _StateHandle:
 
     def __copy__(self) -> _StateHandle:
         return self
+
+
+@dataclass
+class Played:
+    """A hosted episode (`HostedEnv.play`): what reset returned (None without reset), every (action, step result)
+    in order, and the exception that ended it early, if any."""
+
+    reset: Any
+    steps: list[tuple[Any, Any]]
+    error: EnvCallError | None
 
 
 class HostedEnv(Env):
@@ -284,6 +304,7 @@ class HostedEnv(Env):
 
     def __init__(self, host: EnvHost, session: _Session, answer: dict[str, Any]) -> None:  # no Env.__init__
         self._host, self._session, self._eid = host, session, int(answer["env"])
+        self._closed = False
         self._desc = answer
         self._sync: dict[str, Any] = dict(answer.get("sync") or {})
         for name, raw in dict(answer.get("attrs") or {}).items():
@@ -291,8 +312,8 @@ class HostedEnv(Env):
                 setattr(self, name, self._field(raw, name))
 
     # ------------------------------------------------------------------------------------------ plumbing
-    def _call(self, op: str, args: list[Any], what: str) -> dict[str, Any]:
-        answer = self._session.call(op, self._eid, args, what, self._host.call_timeout)
+    def _call(self, op: str, args: list[Any], what: str, calls: int = 1) -> dict[str, Any]:
+        answer = self._session.call(op, self._eid, args, what, self._host.call_timeout * calls)
         if isinstance(answer.get("sync"), dict):
             self._sync.update(answer["sync"])
         return answer
@@ -405,9 +426,11 @@ class HostedEnv(Env):
         return self._value(self._call("sample", [], what), what)  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Close the remote env (nothing to do once its host is gone)."""
-        if self._session.dead is None:
-            self._call("close", [], "close()")
+        """Close the remote env with the next request to its host (no round trip of its own; its errors, like
+        those of every `close` the checker makes, are not reported)."""
+        if self._session.dead is None and not self._closed:
+            self._closed = True
+            self._session.garbage.append(self._eid)
 
     def get_state(self) -> dict[str, Any]:
         """A handle to a snapshot kept in the host."""
@@ -431,6 +454,35 @@ class HostedEnv(Env):
     def __deepcopy__(self, memo: dict[int, Any]) -> Env:
         return self.clone()
 
+    def play(
+        self,
+        policy: str,
+        *,
+        seed: int | None = None,
+        reset: bool = True,
+        action: str | None = None,
+        limit: int | None = None,
+    ) -> Played:
+        """One whole episode in one request (see `Played`): (reset with `seed`,) then ``random``, ``oracle`` or
+        ``constant`` (`action`, or the env's first random action) until it ends, raises, or takes `limit` steps
+        (default: its max_turns + 1). The caller judges the transcript; this only saves round trips."""
+        if policy not in ("random", "oracle", "constant"):
+            raise ValueError(f"policy must be random, oracle or constant, got {policy!r}")
+        what = f"{"an" if policy == "oracle" else "a"} {policy} episode" + (f" (seed {seed})" if reset else "")
+        answer = self._call("play", [seed, reset, policy, action, limit], what, calls=2)
+        value = self._value(answer, what)
+        if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
+            raise EnvHostError(f"the env host answered {what} in the wrong form")
+        steps: list[tuple[Any, Any]] = []
+        for entry in value["steps"]:
+            if not (isinstance(entry, list | tuple) and len(entry) == 2):
+                raise EnvHostError(f"the env host answered {what} in the wrong form")
+            res = entry[1]
+            steps.append((entry[0], StepResult(*res) if isinstance(res, tuple) and len(res) == 5 else res))
+        error = value.get("error")
+        err = remote_error(*error) if isinstance(error, list | tuple) and len(error) == 3 else None
+        return Played(value.get("reset"), steps, err)
+
     # ------------------------------------------------------------------------------------------ evidence
     def instance_state(self) -> Any:
         """The env's generated instance (attributes beyond `Env`'s bookkeeping), canonicalized in the host."""
@@ -448,7 +500,7 @@ class HostedEnv(Env):
 
     def __del__(self) -> None:
         session = getattr(self, "_session", None)
-        if session is not None and session.dead is None:
+        if session is not None and session.dead is None and not getattr(self, "_closed", True):
             session.garbage.append(self._eid)  # dropped with the next request: no I/O from a finalizer
 
 
@@ -463,7 +515,10 @@ class EnvHost:
 
     `factory` is ``"package.module:function"`` importable in the sandbox; `files` are placed in the job's working
     directory (e.g. the env file); `limits` bound the whole host process (its ``timeout`` is the host's total
-    wall-clock budget); `call_timeout` bounds each call.
+    wall-clock budget, counted from when the process started); `call_timeout` bounds each call. With `prestart`,
+    starting a host also starts the next one (its interpreter and imports overlap this session), which the next
+    `EnvHost` with the same limits in this thread takes over: one idle spare per thread, stopped by
+    `release_spare` or when the thread ends.
     """
 
     def __init__(
@@ -471,29 +526,54 @@ class EnvHost:
         factory: str,
         args: Sequence[Any] = (),
         *,
-        files: Mapping[str, str | bytes] | None = None,
+        files: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         call_timeout: float = 10.0,
         max_restarts: int = 2,
         readable_paths: Sequence[str] = (),
         backend: Backend = "auto",
+        prestart: bool = False,
     ) -> None:
         if call_timeout <= 0:
             raise ValueError(f"call_timeout must be positive, got {call_timeout!r}")
         self.factory, self.args = factory, list(args)
         json.dumps(self.args)  # fails here, not in the sandbox
-        self.files = dict(files or {})
+        self.files = {n: t if isinstance(t, str) else t.decode() for n, t in (files or {}).items()}
         self.limits = limits or SandboxLimits(timeout=600.0)
         self.call_timeout = float(call_timeout)
         self.max_restarts = max_restarts
         self.readable_paths = list(readable_paths)
         self.backend: Backend = backend
+        self.prestart = prestart
         self.starts = 0
         #: How the last host process ended (set when it is closed or replaced).
         self.result: SandboxResult | None = None
         self._session: _Session | None = None
         self._last_death: str | None = None
         self._classes: dict[str, type[HostedEnv]] = {}
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.limits, tuple(self.readable_paths), self.backend)
+
+    def _start(self) -> _Session:
+        key = self._key()
+        spare: _Session | None = getattr(_warm, "spare", None)
+        _warm.spare = None
+        # a spare's wall-clock budget runs from its start: one that idled away a quarter of it is not taken
+        stale = spare is not None and time.monotonic() - spare.job.start > 0.25 * self.limits.timeout
+        if spare is not None and (spare.key != key or spare.dead is not None or not spare.thread.is_alive() or stale):
+            spare.close()
+            spare = None
+        session = spare or _Session(key)
+        if self.prestart:
+            _warm.spare = _Session(key)  # starts now, in parallel with this env's whole session
+        try:
+            what = "starting the env host"
+            session.call("init", 0, [self.factory, list(self.args), dict(self.files)], what, self.call_timeout)
+        except BaseException:
+            session.close()
+            raise
+        return session
 
     def _live(self) -> _Session:
         if self._session is not None and self._session.dead is None:
@@ -506,7 +586,7 @@ class EnvHost:
                 f"the env host died {self.starts} times; not restarting it again (last: {self._last_death})"
             )
         self.starts += 1
-        self._session = _Session(self)
+        self._session = self._start()
         return self._session
 
     def make(self, complexity: int = 1) -> HostedEnv:
@@ -560,4 +640,14 @@ class EnvHost:
         self.close()
 
 
-__all__ = ["SERVE", "EnvCallError", "EnvHost", "EnvHostError", "EnvHostTimeout", "HostedEnv", "RemoteObject"]
+__all__ = [
+    "SERVE",
+    "EnvCallError",
+    "EnvHost",
+    "EnvHostError",
+    "EnvHostTimeout",
+    "HostedEnv",
+    "Played",
+    "RemoteObject",
+    "release_spare",
+]

@@ -134,7 +134,7 @@ def check_hosted(
 ) -> dict[str, Any]:
     """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here."""
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
-                   readable_paths=readable_paths)  # fmt: skip
+                   readable_paths=readable_paths, prestart=True)  # fmt: skip
     try:
         out = collect_evidence(host.make, ref, checker_levels, checker_seeds, oracle_seeds, degeneracy_levels,
                                degeneracy_seeds, max_steps, probe)  # fmt: skip

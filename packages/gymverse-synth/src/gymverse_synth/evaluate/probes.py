@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.sandbox.hosted import HostedEnv
 
 CONSTANTS = ("0", "1", "yes", "no", "-1", "", "A")
 MAX_CANDIDATES = 16
@@ -149,14 +150,21 @@ class Probe:
             res["error"] = f"changing the level at run time failed: {_err(err)}"
         self.out["complexity"] = res
 
-    def _play(self, env: Env, action: str, low: float, high: float) -> tuple[bool, str | None]:
-        """One constant episode on a reset env: (success, reward problem)."""
-        for _ in range(env.max_turns + 1):
-            res = env.step(action)
+    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, str | None]:
+        """One constant episode from ``reset(seed)``: (success, reward problem)."""
+        if isinstance(env, HostedEnv):  # one request to its host; the transcript is judged here all the same
+            played = env.play("constant", seed=seed, action=action)
+            results: Iterable[Any] = (res for _, res in played.steps)
+        else:
+            env.reset(seed=seed)
+            played, results = None, (env.step(action) for _ in range(env.max_turns + 1))
+        for res in results:
             if not low - 1e-9 <= res.reward <= high + 1e-9:
                 return False, f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})"
             if res.done:
                 return res.info.get("success") is True, None
+        if played is not None and played.error is not None:
+            raise played.error
         return False, None
 
     def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]]) -> None:
@@ -182,8 +190,7 @@ class Probe:
                 for seed in good:
                     try:
                         with deadline(self.episode_timeout, f"episode (action {action!r}, level {level}, seed {seed})"):
-                            env.reset(seed=seed)
-                            ok, reward_issue = self._play(env, action, low, high)
+                            ok, reward_issue = self._play(env, seed, action, low, high)
                     except CallTimeout as err:
                         crashes.append({"action": action, "level": level, "seed": seed, "error": str(err)})
                         hung = True  # one hang per level is enough evidence and all the time we spend
