@@ -468,7 +468,8 @@ class HostedEnv(Env):
         (default: its max_turns + 1). The caller judges the transcript; this only saves round trips."""
         if policy not in ("random", "oracle", "constant"):
             raise ValueError(f"policy must be random, oracle or constant, got {policy!r}")
-        what = f"{"an" if policy == "oracle" else "a"} {policy} episode" + (f" (seed {seed})" if reset else "")
+        article = "an" if policy == "oracle" else "a"
+        what = f"{article} {policy} episode" + (f" (seed {seed})" if reset else "")
         answer = self._call("play", [seed, reset, policy, action, limit], what, calls=2)
         value = self._value(answer, what)
         if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
