@@ -81,7 +81,7 @@ def test_a_hosted_env_behaves_like_the_real_one(tmp_path: Path) -> None:
         env = host.make(3)
         assert isinstance(env, HostedEnv) and type(env).__name__ == "Guess"
         assert env.complexity == 3 and env.metadata.max_turns == 6 and env.metadata.reward_range == (-0.1, 1.0)
-        obs, info = env.reset(seed=1)
+        _, info = env.reset(seed=1)
         assert info["shape"] == (2, 3) and env.params["high"] > 10
         res = env.step(env.solve())
         assert isinstance(res, StepResult) and res.info["success"] is True and env.done

@@ -11,6 +11,7 @@ answer as untrusted data (size, depth and framing checked, one answer per reques
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -48,7 +49,7 @@ def _import(target: str) -> Callable[..., Any]:
     obj: Any = importlib.import_module(module)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def _field(fn: Callable[[], Any]) -> list[Any]:
@@ -68,7 +69,7 @@ class Host:
         self.envs: dict[int, Any] = {}
         self.states: dict[int, tuple[int, Any]] = {}
         self.classes: dict[type, int] = {}
-        self.sentinels: dict[int, Any] = {}
+        self.sentinels: dict[int, Any] = {}  # env id -> GlobalRngSnapshot taken before building it
         self.next_id = 1
 
     def _register(self, env: Any) -> int:
@@ -88,7 +89,7 @@ class Host:
             },
             "metadata": _field(lambda: _metadata(env)),
             "format_penalty": _field(lambda: env.format_penalty),
-            "attrs": {name: _field(lambda n=name: getattr(env, n)) for name in EXTRA_ATTRS if hasattr(env, name)},
+            "attrs": {n: _field(functools.partial(getattr, env, n)) for n in EXTRA_ATTRS if hasattr(env, n)},
         }
         return {**desc, **self._sync(env, params=True)}
 
@@ -155,8 +156,8 @@ class Host:
             scalars = {k: v for k, v in vars(inner).items() if isinstance(v, int | float | str | bool)}
             return {"value": encode(scalars)}
         if op == "rng_changed":
-            sentinel = self.sentinels.get(eid)
-            return {"value": sentinel.changed() if sentinel is not None else []}
+            before = self.sentinels.get(eid)
+            return {"value": before.changed() if before is not None else []}
         raise ValueError(f"unknown env host operation {op!r}")
 
     def _init(self, factory: str, args: list[Any], files: dict[str, str]) -> dict[str, Any]:
