@@ -145,6 +145,10 @@ class Host:
             if twin is env:
                 return {"env": eid, **self._describe(env)}
             return {"env": self._register(twin), **self._describe(twin)}
+        if op == "resets":
+            return {"value": self._resets(env, *args)}
+        if op == "plays":
+            return self._plays(env, *args)
         if op == "play":
             return self._play(env, *args)
         if op == "instance_state":
@@ -159,6 +163,37 @@ class Host:
             before = self.sentinels.get(eid)
             return {"value": before.changed() if before is not None else []}
         raise ValueError(f"unknown env host operation {op!r}")
+
+    def _resets(self, env: Any, seeds: list[Any], look: Any, timeout: Any = None) -> list[Any]:
+        """`_reset_one` per seed, each under `timeout` (enforced here only to save time on honest slow envs); the
+        first that hangs is ``["hang", message]`` and ends the list."""
+        from gymverse.deadline import CallTimeout, deadline
+
+        out: list[Any] = []
+        for i, seed in enumerate(seeds):
+            try:
+                with deadline(float(timeout) if timeout else None, f"reset(seed={seed})"):
+                    out.append(self._reset_one(env, seed, i < int(look)))
+            except CallTimeout as err:
+                out.append(["hang", str(err)])
+                break
+        return out
+
+    @staticmethod
+    def _reset_one(env: Any, seed: Any, look: bool) -> list[Any]:
+        """``["ok"]``, with `look` ``["ok", first observation, the GEM object's scalars or None]``; or the error."""
+        try:
+            if not look:
+                env.reset(seed=seed)
+                return ["ok"]
+            obs, _ = env.reset(seed=seed)
+            inner = getattr(env, "gem_env", None)
+            scalars = None
+            if inner is not None:
+                scalars = {k: v for k, v in vars(inner).items() if isinstance(v, int | float | str | bool)}
+            return ["ok", str(obs), encode(scalars)]
+        except Exception as err:
+            return ["err", type(err).__name__, str(err)[:500]]
 
     def _init(self, factory: str, args: list[Any], files: dict[str, str]) -> dict[str, Any]:
         """Take the session's factory and write its files into the work dir (a warm host gets them only now)."""
@@ -175,7 +210,32 @@ class Host:
         self.factory, self.args = _import(factory), list(args)
         return {}
 
+    def _plays(self, env: Any, episodes: list[Any], timeout: Any) -> dict[str, Any]:
+        """Several episodes from ``reset(seed)`` in one request, each under `timeout` (enforced here only to save
+        time on honest slow envs; the trusted side bounds the whole request itself). After a timeout the rest
+        are not played: ``None``."""
+        from gymverse.deadline import CallTimeout, deadline
+
+        out: list[Any] = []
+        timed_out = False
+        for seed, policy, action, limit in episodes:
+            if timed_out:
+                out.append(None)
+                continue
+            try:
+                with deadline(float(timeout) if timeout else None, f"episode (seed {seed})"):
+                    out.append(self._episode(env, seed, True, policy, action, limit))
+            except CallTimeout as err:
+                timed_out = True
+                out.append({"reset": None, "steps": [], "error": ["CallTimeout", str(err), ""]})
+        return {"value": out, **self._sync(env, params=True)}
+
     def _play(self, env: Any, seed: Any, reset: bool, policy: str, action: Any, limit: Any) -> dict[str, Any]:
+        """One episode in one request (`_episode`)."""
+        return {"value": self._episode(env, seed, reset, policy, action, limit), **self._sync(env, params=reset)}
+
+    @staticmethod
+    def _episode(env: Any, seed: Any, reset: bool, policy: str, action: Any, limit: Any) -> dict[str, Any]:
         """A whole episode in one request: (reset,) then act with `policy` until it ends, an error, or `limit`.
 
         Policies: ``random`` (its sample_random_action), ``oracle`` (its solve), ``constant`` (`action`, or its
@@ -205,7 +265,7 @@ class Host:
             tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))[-4000:]
             out["error"] = [type(err).__name__, str(err)[:2000], tb]
         out["steps"] = steps
-        return {"value": out, **self._sync(env, params=reset)}
+        return out
 
     def drop(self, ids: list[Any]) -> None:
         """Close and forget envs the trusted side closed or no longer references (and their state snapshots)."""

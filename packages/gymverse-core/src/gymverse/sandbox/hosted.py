@@ -290,6 +290,25 @@ class Played:
     steps: list[tuple[Any, Any]]
     error: EnvCallError | None
 
+    @property
+    def timed_out(self) -> bool:
+        """The episode did not end within the time `HostedEnv.plays` gave it."""
+        return self.error is not None and self.error.remote_type == "CallTimeout"
+
+
+def _played(value: Any, what: str) -> Played:
+    if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
+        raise EnvHostError(f"the env host answered {what} in the wrong form")
+    steps: list[tuple[Any, Any]] = []
+    for entry in value["steps"]:
+        if not (isinstance(entry, list | tuple) and len(entry) == 2):
+            raise EnvHostError(f"the env host answered {what} in the wrong form")
+        res = entry[1]
+        steps.append((entry[0], StepResult(*res) if isinstance(res, tuple) and len(res) == 5 else res))
+    error = value.get("error")
+    err = remote_error(*error) if isinstance(error, list | tuple) and len(error) == 3 else None
+    return Played(value.get("reset"), steps, err)
+
 
 class HostedEnv(Env):
     """An `Env` whose code runs in an `EnvHost`; every call is a request, every value comes back decoded.
@@ -472,18 +491,43 @@ class HostedEnv(Env):
         article = "an" if policy == "oracle" else "a"
         what = f"{article} {policy} episode" + (f" (seed {seed})" if reset else "")
         answer = self._call("play", [seed, reset, policy, action, limit], what, calls=2)
-        value = self._value(answer, what)
-        if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
+        return _played(self._value(answer, what), what)
+
+    def plays(
+        self, episodes: Sequence[tuple[int, str, str | None]], timeout: float, limit: int | None = None
+    ) -> list[Played | None]:
+        """Several `play` episodes from ``reset(seed)``, each ``(seed, policy, action)``, in one request. Each
+        should end within `timeout`: one that does not comes back with a `CallTimeout` error (`Played.timed_out`)
+        and the rest as None; the whole request is bounded by the caller's deadline and ``call_timeout``."""
+        what = f"{len(episodes)} episodes"
+        args = [[[int(s), p, a, limit] for s, p, a in episodes], float(timeout)]
+        value = self._value(self._call("plays", args, what, calls=len(episodes) + 1), what)
+        if not isinstance(value, list) or len(value) != len(episodes):
             raise EnvHostError(f"the env host answered {what} in the wrong form")
-        steps: list[tuple[Any, Any]] = []
-        for entry in value["steps"]:
-            if not (isinstance(entry, list | tuple) and len(entry) == 2):
+        return [None if v is None else _played(v, what) for v in value]
+
+    def resets(self, seeds: Sequence[int], look: int = 0, timeout: float = 0.0) -> list[tuple[str, Any]]:
+        """``reset(seed)`` for each seed in one request, each within `timeout` (0: no limit): per seed ``("ok",
+        None)``, for the first `look` seeds ``("ok", (first observation as text, the GEM object's scalar
+        attributes or None))``, ``("error", exception)``, or ``("hang", message)``, which ends the list; an error
+        is the env's own and does not stop the rest."""
+        what = f"{len(seeds)} resets"
+        args = [[int(s) for s in seeds], int(look), float(timeout)]
+        value = self._value(self._call("resets", args, what, calls=len(seeds) + 1), what)
+        short = isinstance(value, list) and 0 < len(value) < len(seeds) and value[-1][:1] != ["hang"]
+        if not isinstance(value, list) or not 0 < len(value) <= len(seeds) or short:
+            raise EnvHostError(f"the env host answered {what} in the wrong form")
+        out: list[tuple[str, Any]] = []
+        for item in value:
+            if isinstance(item, list) and item[:1] == ["ok"]:
+                out.append(("ok", (str(item[1]), item[2]) if len(item) == 3 else None))
+            elif isinstance(item, list) and len(item) == 3 and item[0] == "err":
+                out.append(("error", remote_error(item[1], item[2])))
+            elif isinstance(item, list) and len(item) == 2 and item[0] == "hang":
+                out.append(("hang", str(item[1])[:500]))
+            else:
                 raise EnvHostError(f"the env host answered {what} in the wrong form")
-            res = entry[1]
-            steps.append((entry[0], StepResult(*res) if isinstance(res, tuple) and len(res) == 5 else res))
-        error = value.get("error")
-        err = remote_error(*error) if isinstance(error, list | tuple) and len(error) == 3 else None
-        return Played(value.get("reset"), steps, err)
+        return out
 
     # ------------------------------------------------------------------------------------------ evidence
     def instance_state(self) -> Any:
