@@ -273,20 +273,10 @@ def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Tr
 
 def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) -> Episode:
     """`_play` of a scripted policy in one request to the env's host (the same episode, fewer round trips)."""
-    turns, total = 0, 0.0
     try:
-        played = env.play(policy, seed=seed, limit=max_steps)
-        for _, res in played.steps:
-            turns += 1
-            total += res.reward
-            if res.done:
-                return Episode(seed, res.info.get("success") is True, turns, total)
-        if played.error is not None:
-            raise played.error
-        limit = max_steps if max_steps is not None else env.max_turns + 1
-        return Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
+        return _judged(env, env.play(policy, seed=seed, limit=max_steps), seed, max_steps)
     except Exception as err:
-        return Episode(seed, False, turns, total, error=f"{type(err).__name__}: {err}"[:500])
+        return Episode(seed, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500])
 
 
 def _hosted_episodes(
@@ -302,10 +292,12 @@ def _hosted_episodes(
     except Exception as err:
         return [Episode(s, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500]) for s in seeds]
     out: list[Episode] = []
+    hung = None
     for seed, item in zip(seeds, played):
         if item is None:
-            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {out[-1].seed} of this level timed out"))
+            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
         elif item.timed_out:
+            hung = seed
             out.append(Episode(seed, False, 0, 0.0, error=f"timeout: episode (seed {seed}) did not finish within "
                                                           f"{timeout:g}s"))  # fmt: skip
         else:
@@ -314,6 +306,7 @@ def _hosted_episodes(
 
 
 def _judged(env: HostedEnv, item: Any, seed: int, max_steps: int | None) -> Episode:
+    """The `Episode` of a hosted transcript (`gymverse.sandbox.hosted.Played`), judged as `_play` judges."""
     turns, total = 0, 0.0
     try:
         for _, res in item.steps:
