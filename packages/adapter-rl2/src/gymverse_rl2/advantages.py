@@ -62,6 +62,8 @@ def perpo_advantages(
     out = perpo_token_advantages(
         mask_rows, list(env_ids), turn_rewards(mask_rows, reward_rows), gamma=gamma, eps=eps
     ).advantages
+    if len(bounds) - 1 == mask.shape[0]:  # one row per trajectory: the rows are already RL2's rows
+        return torch.as_tensor(out[:, :seq_len]).float()
     adv = torch.zeros(mask.shape, dtype=torch.float32)
     for j, (a, b) in enumerate(itertools.pairwise(bounds)):
         adv[a:b] = out[j, : (b - a) * seq_len].reshape(b - a, seq_len).float()
