@@ -31,7 +31,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -45,8 +44,18 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 warnings.filterwarnings("ignore", message="Plasma is deprecated")  # oat's transport; nothing for us to change
 
 import torch  # noqa: E402
-from common import Target, base_parser, interleaved, print_table, progress, ratio, rounds_of, write_result  # noqa: E402
-from scripted import ADV_TARGET, REPLIES, TURN_TARGET, concurrency_of, envs_of, reply_ids  # noqa: E402
+from common import Target, base_parser, interleaved, print_table, progress, rounds_of, write_result  # noqa: E402
+from scripted import (  # noqa: E402
+    REPLIES,
+    Clock,
+    adv_targets,
+    case_rows,
+    concurrency_of,
+    envs_of,
+    gpu_model,
+    reply_ids,
+    turn_targets,
+)
 
 PACKAGES = ("oat-llm", "gymverse-adapter-oat", "torch", "transformers")
 TURNS_PER_SAMPLE = 640  # each sample plays about this many turns (64 ten-turn episodes)
@@ -103,21 +112,9 @@ class TransformersLLM(ScriptedLLM):
     model: Any = None
 
     def __init__(self, model: str, seed: int = 0, **engine_args: Any) -> None:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-
         super().__init__(model, seed)
         if TransformersLLM.model is None:
-            cfg = Qwen2Config(
-                vocab_size=len(self.tokenizer),
-                hidden_size=896,
-                intermediate_size=4864,
-                num_hidden_layers=24,
-                num_attention_heads=14,
-                num_key_value_heads=2,
-                eos_token_id=self.tokenizer.eos_token_id,
-            )
-            torch.manual_seed(0)
-            TransformersLLM.model = Qwen2ForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+            TransformersLLM.model = gpu_model(self.tokenizer)
 
     @torch.no_grad()
     def _reply(self, prompt_ids: list[int], params: Any) -> list[int]:
@@ -209,12 +206,16 @@ def rollout_case(args: Any, actors: dict[str, Any], env_id: str, n: int) -> list
     def timed(step: Callable[[], Any], reps: int) -> dict[str, float]:
         ScriptedLLM.completions = 0
         handles = []
-        t0 = time.perf_counter()
+        clock = Clock()
         for _ in range(reps):
             handles.append(step())
-        dt = time.perf_counter() - t0
+        wall, cpu = clock.ms(ScriptedLLM.completions)
         episodes = [len(native.ipc_client.deserialize_ipc(h)) for h in handles]  # frees the plasma objects
-        return {"episodes_per_s": sum(episodes) / dt, "ms_per_turn": 1000 * dt / ScriptedLLM.completions}
+        return {
+            "episodes_per_s": 1000 * sum(episodes) / (wall * ScriptedLLM.completions),
+            "ms_per_turn": wall,
+            "cpu_ms_per_turn": cpu,
+        }
 
     arms = {
         "oat_native": lambda: timed(lambda: native.step(prompts, formatted, refs), max(1, TURNS_PER_SAMPLE // n)),
@@ -222,19 +223,7 @@ def rollout_case(args: Any, actors: dict[str, Any], env_id: str, n: int) -> list
     }
     res = interleaved(arms, rounds_of(args), f"oat rollout {env_id} x{n}")
     gv._loop.close()
-    base = res["oat_native"]["ms_per_turn"]
-    return [
-        {
-            "framework": "oat",
-            "case": f"rollout {env_id} x{n}",
-            "arm": name,
-            "env": env_id,
-            "concurrency": n,
-            **r,
-            "ratio_vs_native": ratio(r["ms_per_turn"], base),
-        }
-        for name, r in res.items()
-    ]
+    return case_rows("oat", f"rollout {env_id} x{n}", res, "ms_per_turn", "oat_native", env=env_id, concurrency=n)
 
 
 def episodes_batch(transitions: int) -> tuple[list[list[Any]], list[str]]:
@@ -306,21 +295,23 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
     rewards = torch.tensor([[t.rewards] for ep in episodes for t in ep])
 
     def oat_multiturn() -> dict[str, float]:
-        t0 = time.perf_counter()
+        clock = Clock()
         native.process_feedback_data(episodes)
-        dt = time.perf_counter() - t0
+        wall, cpu = clock.ms()
         native.pi_buffer.clear()
-        return {"ms": 1000 * dt}
+        return {"ms": wall, "cpu_ms": cpu}
 
     def gymverse_perpo() -> dict[str, float]:
-        t0 = time.perf_counter()
+        clock = Clock()
         hook.perpo(episodes)
-        return {"ms": 1000 * (time.perf_counter() - t0)}
+        wall, cpu = clock.ms()
+        return {"ms": wall, "cpu_ms": cpu}
 
     def oat_grpo() -> dict[str, float]:
-        t0 = time.perf_counter()
+        clock = Clock()
         grpo.compute_monte_carlo_advantages(rewards, None)
-        return {"ms": 1000 * (time.perf_counter() - t0)}
+        wall, cpu = clock.ms()
+        return {"ms": wall, "cpu_ms": cpu}
 
     np.random.seed(0)  # noqa: NPY002  # oat subsamples with the global numpy RNG
     res = interleaved(
@@ -328,50 +319,18 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
         rounds_of(args),
         f"oat advantages {transitions}",
     )
-    base = res["oat_multiturn"]["ms"]
-    return [
-        {
-            "framework": "oat",
-            "case": f"advantages {transitions // 1024}k turns",
-            "arm": name,
-            "transitions": transitions,
-            **r,
-            "ratio_vs_native": ratio(r["ms"], base),
-        }
-        for name, r in res.items()
-    ]
+    return case_rows(
+        "oat", f"advantages {transitions // 1024}k turns", res, "ms", "oat_multiturn", transitions=transitions
+    )
 
 
 def targets(rollout_rows: list[dict[str, Any]], adv_rows: list[dict[str, Any]]) -> list[Target]:
     """The issue's targets, judged on this run's medians."""
-    out = []
-    top = max(r["concurrency"] for r in rollout_rows)
-    for r in rollout_rows:
-        if r["arm"] == "gymverse" and r["concurrency"] == top:
-            native = next(x["ms_per_turn"] for x in rollout_rows if x["case"] == r["case"] and x["arm"] == "oat_native")
-            out.append(
-                Target(
-                    f"oat rollout per-turn {r['env']} x{top}",
-                    r["ratio_vs_native"],
-                    TURN_TARGET,
-                    "x native ms/turn",
-                    r["ratio_vs_native"] <= TURN_TARGET,
-                    f"gymverse {r['ms_per_turn']:.3f} ms/turn vs oat single-turn step {native:.3f} ms/turn",
-                )
-            )
-    for r in adv_rows:
-        if r["arm"] == "gymverse_perpo_hook":
-            out.append(
-                Target(
-                    f"oat {r['case']}",
-                    r["ratio_vs_native"],
-                    ADV_TARGET,
-                    "x oat multi-turn estimator",
-                    r["ratio_vs_native"] <= ADV_TARGET,
-                    "GymVerseLearner.perpo vs PPOMultiTurnLearner.process_feedback_data on the same episodes",
-                )
-            )
-    return out
+    note = "GymVerseLearner.perpo vs PPOMultiTurnLearner.process_feedback_data on the same episodes"
+    return [
+        *turn_targets("oat", rollout_rows, "oat_native", "oat single-turn step"),
+        *adv_targets("oat", adv_rows, "x oat multi-turn estimator", note),
+    ]
 
 
 def main() -> None:
@@ -398,11 +357,23 @@ def main() -> None:
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
     adv_rows = advantage_section(args)
-    cols = ["case", "arm", "episodes_per_s", "ms_per_turn", "ratio_vs_native"]
+    cols = [
+        "case",
+        "arm",
+        "episodes_per_s",
+        "ms_per_turn",
+        "cpu_ms_per_turn",
+        "ratio_vs_native",
+        "wall_ratio_vs_native",
+    ]
     print_table("oat rollout: zero-cost engine (medians)", rollout_rows, cols)
     if gpu_rows:
         print_table("oat rollout: transformers generation on the GPU (medians)", gpu_rows, cols)
-    print_table("oat advantage step (median ms)", adv_rows, ["case", "arm", "transitions", "ms", "ratio_vs_native"])
+    print_table(
+        "oat advantage step (median ms)",
+        adv_rows,
+        ["case", "arm", "transitions", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
+    )
     tgts = targets(rollout_rows, adv_rows)
     for t in tgts:
         print(f"target {t.name}: {t.value:.3f} (limit {t.limit}) {'met' if t.met else 'MISSED'} - {t.note}")
@@ -412,7 +383,7 @@ def main() -> None:
         [*rollout_rows, *gpu_rows, *adv_rows],
         args=args,
         plot_metric="ratio_vs_native",
-        plot_label="time relative to oat's own path (1 = same)",
+        plot_label="CPU time relative to oat's own path (1 = same)",
         lower_is_better=True,
         targets=tgts,
         packages=PACKAGES,

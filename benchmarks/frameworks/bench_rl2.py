@@ -29,7 +29,6 @@ import os
 import socket
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,11 +45,19 @@ from common import (  # noqa: E402
     interleaved,
     print_table,
     progress,
-    ratio,
     rounds_of,
     write_result,
 )
-from scripted import ADV_TARGET, TURN_TARGET, concurrency_of, envs_of, reply_ids  # noqa: E402
+from scripted import (  # noqa: E402
+    Clock,
+    adv_targets,
+    case_rows,
+    concurrency_of,
+    envs_of,
+    gpu_model,
+    reply_ids,
+    turn_targets,
+)
 
 PACKAGES = ("rl-square", "gymverse-adapter-rl2", "torch", "transformers")
 EPISODES_PER_SAMPLE = 64  # small batches are repeated so every sample plays this many episodes
@@ -103,20 +110,8 @@ class TransformersEngine(ScriptedEngine):
     """``--gpu``: the same call generating with a real (randomly initialised, Qwen2-0.5B-shaped) model on CUDA."""
 
     def __init__(self, tokenizer: Any, max_new_tokens: int = 32) -> None:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-
         super().__init__(tokenizer)
-        cfg = Qwen2Config(
-            vocab_size=len(tokenizer),
-            hidden_size=896,
-            intermediate_size=4864,
-            num_hidden_layers=24,
-            num_attention_heads=14,
-            num_key_value_heads=2,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-        torch.manual_seed(0)
-        self.model = Qwen2ForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+        self.model = gpu_model(tokenizer)
         self.max_new_tokens = max_new_tokens
         self.lock = asyncio.Lock()
 
@@ -202,17 +197,18 @@ def rollout_section(
             sink = io.StringIO()  # RL2 prints a metrics line and a progress bar per call
             try:
                 with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                    t0 = time.perf_counter()
+                    clock = Clock()
                     for batch in batches:
                         step[0] += 1
                         rollouts[name](batch, True, step[0])
-                    dt = time.perf_counter() - t0
+                    total_ms = clock.ms()
             finally:
                 uninstall()
             turns = engine.calls
             return {
-                "episodes_per_s": n * reps / dt,
-                "ms_per_turn": 1000 * dt / turns,
+                "episodes_per_s": 1000 * n * reps / total_ms[0],
+                "ms_per_turn": total_ms[0] / turns,
+                "cpu_ms_per_turn": total_ms[1] / turns,
                 "turns_per_episode": turns / (n * reps),
             }
 
@@ -223,19 +219,9 @@ def rollout_section(
         for n in concurrency_of(args.quick):
             arms = {name: arm(name, env_id, n) for name in rollouts}
             res = interleaved(arms, rounds_of(args), f"rl2 rollout {env_id} x{n}")
-            native = res["rl2_native"]["ms_per_turn"]
-            for name, r in res.items():
-                rows_out.append(
-                    {
-                        "framework": "rl2",
-                        "case": f"rollout {env_id} x{n}",
-                        "arm": name,
-                        "env": env_id,
-                        "concurrency": n,
-                        **r,
-                        "ratio_vs_native": ratio(r["ms_per_turn"], native),
-                    }
-                )
+            rows_out += case_rows(
+                "rl2", f"rollout {env_id} x{n}", res, "ms_per_turn", "rl2_native", env=env_id, concurrency=n
+            )
     return rows_out
 
 
@@ -288,25 +274,28 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
 
             def rl2_grpo(td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu) -> dict[str, float]:
                 batch = {k: v.clone() for k, v in td.items()}
-                t0 = time.perf_counter()
+                clock = Clock()
                 native(config, batch, cu, 1)
-                return {"ms": 1000 * (time.perf_counter() - t0)}
+                wall, cpu = clock.ms()
+                return {"ms": wall, "cpu_ms": cpu}
 
             def gymverse_perpo(
                 td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, envs: list[str] = envs
             ) -> dict[str, float]:
                 batch = {k: v.clone() for k, v in td.items()}
                 current().pending_env_ids = list(envs)  # what the rollout hook leaves for this batch
-                t0 = time.perf_counter()
+                clock = Clock()
                 hook(config, batch, cu, 1)
-                return {"ms": 1000 * (time.perf_counter() - t0)}
+                wall, cpu = clock.ms()
+                return {"ms": wall, "cpu_ms": cpu}
 
             def perpo_only(
                 td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, envs: list[str] = envs
             ) -> dict[str, float]:
-                t0 = time.perf_counter()
+                clock = Clock()
                 perpo_advantages(td, cu, envs)
-                return {"ms": 1000 * (time.perf_counter() - t0)}
+                wall, cpu = clock.ms()
+                return {"ms": wall, "cpu_ms": cpu}
 
             with contextlib.redirect_stdout(sink):  # RL2's time_logger prints nothing, wandb is disabled
                 res = interleaved(
@@ -314,20 +303,8 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
                     rounds_of(args),
                     f"rl2 advantages {transitions}",
                 )
-            base = res["rl2_grpo"]["ms"]
-            for name, r in res.items():
-                rows.append(
-                    {
-                        "framework": "rl2",
-                        "case": f"advantages {transitions // 1024}k turns",
-                        "arm": name,
-                        "transitions": transitions,
-                        "trajectories": transitions // 4,
-                        "tokens": int(td["states"].numel()),
-                        **r,
-                        "ratio_vs_native": ratio(r["ms"], base),
-                    }
-                )
+            fields = {"transitions": transitions, "trajectories": transitions // 4, "tokens": int(td["states"].numel())}
+            rows += case_rows("rl2", f"advantages {transitions // 1024}k turns", res, "ms", "rl2_grpo", **fields)
             del td
     finally:
         uninstall()
@@ -336,34 +313,11 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
 
 def targets(rollout_rows: list[dict[str, Any]], adv_rows: list[dict[str, Any]]) -> list[Target]:
     """The issue's targets, judged on this run's medians."""
-    out = []
-    top = max(r["concurrency"] for r in rollout_rows)
-    for r in rollout_rows:
-        if r["arm"] == "gymverse" and r["concurrency"] == top:
-            native = next(x["ms_per_turn"] for x in rollout_rows if x["case"] == r["case"] and x["arm"] == "rl2_native")
-            out.append(
-                Target(
-                    f"rl2 rollout per-turn {r['env']} x{top}",
-                    r["ratio_vs_native"],
-                    TURN_TARGET,
-                    "x native ms/turn",
-                    r["ratio_vs_native"] <= TURN_TARGET,
-                    f"gymverse {r['ms_per_turn']:.3f} ms/turn vs RL2 native {native:.3f} ms/turn",
-                )
-            )
-    for r in adv_rows:
-        if r["arm"] == "gymverse_perpo_hook":
-            out.append(
-                Target(
-                    f"rl2 {r['case']}",
-                    r["ratio_vs_native"],
-                    ADV_TARGET,
-                    "x RL2 GRPO",
-                    r["ratio_vs_native"] <= ADV_TARGET,
-                    "compute_advantages with gymverse.perpo=true (RL2's estimator, then PERPO) vs without",
-                )
-            )
-    return out
+    note = "compute_advantages with gymverse.perpo=true (RL2's estimator, then PERPO) vs without"
+    return [
+        *turn_targets("rl2", rollout_rows, "rl2_native", "RL2 native"),
+        *adv_targets("rl2", adv_rows, "x RL2 GRPO", note),
+    ]
 
 
 def main() -> None:
@@ -388,12 +342,22 @@ def main() -> None:
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
         adv_rows = advantage_section(args, tokenizer_dir)
-    cols = ["case", "arm", "episodes_per_s", "ms_per_turn", "turns_per_episode", "ratio_vs_native"]
+    cols = [
+        "case",
+        "arm",
+        "episodes_per_s",
+        "ms_per_turn",
+        "cpu_ms_per_turn",
+        "ratio_vs_native",
+        "wall_ratio_vs_native",
+    ]
     print_table("RL2 rollout: zero-cost engine (medians)", rollout_rows, cols)
     if gpu_rows:
         print_table("RL2 rollout: transformers generation on the GPU (medians)", gpu_rows, cols)
     print_table(
-        "RL2 advantage step (median ms)", adv_rows, ["case", "arm", "trajectories", "tokens", "ms", "ratio_vs_native"]
+        "RL2 advantage step (median ms)",
+        adv_rows,
+        ["case", "arm", "trajectories", "tokens", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
     )
     tgts = targets(rollout_rows, adv_rows)
     for t in tgts:
@@ -404,7 +368,7 @@ def main() -> None:
         [*rollout_rows, *gpu_rows, *adv_rows],
         args=args,
         plot_metric="ratio_vs_native",
-        plot_label="time relative to RL2's own path (1 = same)",
+        plot_label="CPU time relative to RL2's own path (1 = same)",
         lower_is_better=True,
         targets=tgts,
         packages=PACKAGES,
