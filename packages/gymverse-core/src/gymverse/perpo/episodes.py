@@ -87,13 +87,12 @@ def _turn_ids(mask: np.ndarray, turn_ends: Sequence[Sequence[int]] | None, lens:
     """Per token, its turn index (or -1 off the model's tokens and for turns without a reward)."""
     if turn_ends is None:
         ids = to_numpy(turn_ids_from_mask(mask)).astype(np.int64)
-        runs = ids.max(axis=1, initial=-1) + 1
-        over = np.flatnonzero(runs > np.asarray(lens, dtype=np.int64))
-        if over.size:
-            b = int(over[0])
-            raise ValueError(
-                f"row {b}: the response mask has {int(runs[b])} model turns but only {lens[b]} turn rewards were given"
-            )
+        for b, n in enumerate(lens):
+            runs = int(ids[b].max()) + 1 if ids.shape[1] else 0
+            if runs > n:
+                raise ValueError(
+                    f"row {b}: the response mask has {runs} model turns but only {n} turn rewards were given"
+                )
         return ids
     if len(turn_ends) != mask.shape[0]:
         raise ValueError(f"{len(turn_ends)} rows of turn_ends for a batch of {mask.shape[0]}")
@@ -108,38 +107,23 @@ def _turn_ids(mask: np.ndarray, turn_ends: Sequence[Sequence[int]] | None, lens:
     return ids
 
 
-@dataclass
-class _Layout:
-    """The turns of a token batch: turn id per token, all turn returns (flat, row-major) and which were placed."""
-
-    ids: np.ndarray  # [B, T] turn index per token, -1 off the model's tokens
-    returns: np.ndarray  # [sum(lens)] G_t of every turn, row after row
-    row: np.ndarray  # [sum(lens)] row of each turn
-    col: np.ndarray  # [sum(lens)] index of each turn within its row
-    placed: np.ndarray  # [sum(lens)] the turn has at least one token in the batch
-    groups: list[Hashable]  # env id of each placed turn
-
-
 def _token_layout(
     mask: np.ndarray,
     env_ids: Sequence[Hashable],
     turn_rewards: Sequence[Sequence[float]],
     turn_ends: Sequence[Sequence[int]] | None,
     gamma: float,
-) -> _Layout:
-    """Turn ids per token, every turn's return and position, and which turns have tokens (vectorized over rows)."""
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], np.ndarray, list[Hashable]]:
+    """Turn ids per token, per-row returns and placed-turn flags, and the returns/env ids of the placed turns."""
     if mask.ndim != 2 or mask.shape[0] != len(env_ids):
         raise ValueError(f"response_mask must be [B, T] with B = {len(env_ids)} episodes, got {mask.shape}")
     flat, groups, lens = _flat_returns(turn_rewards, env_ids, gamma)
     ids = _turn_ids(mask, turn_ends, lens)
-    n = np.asarray(lens, dtype=np.int64)
-    offsets = np.cumsum(n) - n
-    row = np.repeat(np.arange(len(lens), dtype=np.int64), n)
-    col = np.arange(flat.size, dtype=np.int64) - offsets[row]
-    on = ids >= 0
-    placed = np.zeros(flat.size, dtype=bool)
-    placed[offsets[np.nonzero(on)[0]] + ids[on]] = True  # turn ids are < lens (checked by _turn_ids)
-    return _Layout(ids, flat, row, col, placed, list(itertools.compress(groups, placed.tolist())))
+    cuts = list(itertools.pairwise(np.cumsum([0, *lens]).tolist()))
+    rets = [flat[a:b] for a, b in cuts]
+    placed = [np.isin(np.arange(n), ids[b]) for b, n in enumerate(lens)]
+    keep = np.concatenate([*placed, np.zeros(0, dtype=bool)])
+    return ids, rets, placed, flat[keep], [g for g, k in zip(groups, keep) if k]
 
 
 def perpo_token_stats(
@@ -151,8 +135,8 @@ def perpo_token_stats(
     gamma: float = 1.0,
 ) -> GroupStats:
     """This rank's statistics for `perpo_token_advantages` (placed turns only), for merging across ranks."""
-    lay = _token_layout(to_numpy(response_mask), env_ids, turn_rewards, turn_ends, gamma)
-    return GroupStats.from_batch(lay.returns[lay.placed], lay.groups)
+    _, _, _, g, groups = _token_layout(to_numpy(response_mask), env_ids, turn_rewards, turn_ends, gamma)
+    return GroupStats.from_batch(g, groups)
 
 
 def perpo_token_advantages(
@@ -174,15 +158,19 @@ def perpo_token_advantages(
     """
     xp = aac.array_namespace(response_mask)
     mask = to_numpy(response_mask)
-    lay = _token_layout(mask, env_ids, turn_rewards, turn_ends, gamma)
-    adv_flat = _normalize(lay.returns[lay.placed], lay.groups, eps, stats)
-    k = max(1, int(lay.col.max(initial=-1)) + 1)
+    ids, rets, placed, g, groups = _token_layout(mask, env_ids, turn_rewards, turn_ends, gamma)
+    adv_flat = _normalize(g, groups, eps, stats)
+    k = max([1, *(len(r) for r in rets)])
     adv_pad = np.zeros((mask.shape[0], k))
     ret_pad = np.zeros((mask.shape[0], k))
-    ret_pad[lay.row, lay.col] = lay.returns
-    adv_pad[lay.row[lay.placed], lay.col[lay.placed]] = adv_flat
-    adv = place_turn_advantages(adv_pad, lay.ids, mask)
-    ret = place_turn_advantages(ret_pad, lay.ids, mask)
+    pos = 0
+    for b, (r, on) in enumerate(zip(rets, placed)):
+        ret_pad[b, : len(r)] = r
+        n = int(on.sum())
+        adv_pad[b, np.flatnonzero(on)] = adv_flat[pos : pos + n]
+        pos += n
+    adv = place_turn_advantages(adv_pad, ids, mask)
+    ret = place_turn_advantages(ret_pad, ids, mask)
     dtype = response_mask.dtype if xp.isdtype(response_mask.dtype, "real floating") else xp.float64
     out = [xp.astype(from_numpy(np.asarray(x), xp, response_mask), dtype) for x in (adv, ret)]
     return TokenAdvantages(out[0], out[1])
