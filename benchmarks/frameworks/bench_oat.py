@@ -44,7 +44,7 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 warnings.filterwarnings("ignore", message="Plasma is deprecated")  # oat's transport; nothing for us to change
 
 import torch  # noqa: E402
-from common import Target, base_parser, interleaved, print_table, progress, rounds_of, write_result  # noqa: E402
+from common import Target, base_parser, interleaved, progress, rounds_of  # noqa: E402
 from scripted import (  # noqa: E402
     REPLIES,
     Clock,
@@ -54,6 +54,7 @@ from scripted import (  # noqa: E402
     envs_of,
     gpu_model,
     reply_ids,
+    report,
     turn_targets,
 )
 
@@ -314,8 +315,11 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
         return {"ms": wall, "cpu_ms": cpu}
 
     np.random.seed(0)  # noqa: NPY002  # oat subsamples with the global numpy RNG
+    arms = {"oat_multiturn": oat_multiturn, "gymverse_perpo_hook": gymverse_perpo, "oat_grpo_single_turn": oat_grpo}
+    for warm_up in arms.values():  # first calls (lazy imports, allocator growth) are not measured
+        warm_up()
     res = interleaved(
-        {"oat_multiturn": oat_multiturn, "gymverse_perpo_hook": gymverse_perpo, "oat_grpo_single_turn": oat_grpo},
+        arms,
         rounds_of(args),
         f"oat advantages {transitions}",
     )
@@ -357,37 +361,14 @@ def main() -> None:
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
     adv_rows = advantage_section(args)
-    cols = [
-        "case",
-        "arm",
-        "episodes_per_s",
-        "ms_per_turn",
-        "cpu_ms_per_turn",
-        "ratio_vs_native",
-        "wall_ratio_vs_native",
-    ]
-    print_table("oat rollout: zero-cost engine (medians)", rollout_rows, cols)
-    if gpu_rows:
-        print_table("oat rollout: transformers generation on the GPU (medians)", gpu_rows, cols)
-    print_table(
-        "oat advantage step (median ms)",
-        adv_rows,
-        ["case", "arm", "transitions", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
-    )
-    tgts = targets(rollout_rows, adv_rows)
-    for t in tgts:
-        print(f"target {t.name}: {t.value:.3f} (limit {t.limit}) {'met' if t.met else 'MISSED'} - {t.note}")
-    write_result(
+    report(
         "oat",
-        "oat: GymVerse actor and PERPO vs oat's own path",
-        [*rollout_rows, *gpu_rows, *adv_rows],
+        "oat",
+        {"rollout": rollout_rows, "gpu": gpu_rows, "advantages": adv_rows},
+        ["case", "arm", "transitions", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
+        targets(rollout_rows, adv_rows),
         args=args,
-        plot_metric="ratio_vs_native",
-        plot_label="CPU time relative to oat's own path (1 = same)",
-        lower_is_better=True,
-        targets=tgts,
         packages=PACKAGES,
-        extra={"gpu": "measured" if gpu_rows else "skipped: no CUDA device" if args.gpu else "not requested"},
     )
 
 

@@ -43,10 +43,8 @@ from common import (  # noqa: E402
     Target,
     base_parser,
     interleaved,
-    print_table,
     progress,
     rounds_of,
-    write_result,
 )
 from scripted import (  # noqa: E402
     Clock,
@@ -56,6 +54,7 @@ from scripted import (  # noqa: E402
     envs_of,
     gpu_model,
     reply_ids,
+    report,
     turn_targets,
 )
 
@@ -297,9 +296,12 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
                 wall, cpu = clock.ms()
                 return {"ms": wall, "cpu_ms": cpu}
 
+            arms = {"rl2_grpo": rl2_grpo, "gymverse_perpo_hook": gymverse_perpo, "perpo_only": perpo_only}
             with contextlib.redirect_stdout(sink):  # RL2's time_logger prints nothing, wandb is disabled
+                for warm_up in arms.values():  # first calls (lazy imports, allocator growth) are not measured
+                    warm_up()
                 res = interleaved(
-                    {"rl2_grpo": rl2_grpo, "gymverse_perpo_hook": gymverse_perpo, "perpo_only": perpo_only},
+                    arms,
                     rounds_of(args),
                     f"rl2 advantages {transitions}",
                 )
@@ -342,37 +344,14 @@ def main() -> None:
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
         adv_rows = advantage_section(args, tokenizer_dir)
-    cols = [
-        "case",
-        "arm",
-        "episodes_per_s",
-        "ms_per_turn",
-        "cpu_ms_per_turn",
-        "ratio_vs_native",
-        "wall_ratio_vs_native",
-    ]
-    print_table("RL2 rollout: zero-cost engine (medians)", rollout_rows, cols)
-    if gpu_rows:
-        print_table("RL2 rollout: transformers generation on the GPU (medians)", gpu_rows, cols)
-    print_table(
-        "RL2 advantage step (median ms)",
-        adv_rows,
-        ["case", "arm", "trajectories", "tokens", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
-    )
-    tgts = targets(rollout_rows, adv_rows)
-    for t in tgts:
-        print(f"target {t.name}: {t.value:.3f} (limit {t.limit}) {'met' if t.met else 'MISSED'} - {t.note}")
-    write_result(
+    report(
         "rl2",
-        "RL2: GymVerse rollout and PERPO vs RL2's own path",
-        [*rollout_rows, *gpu_rows, *adv_rows],
+        "RL2",
+        {"rollout": rollout_rows, "gpu": gpu_rows, "advantages": adv_rows},
+        ["case", "arm", "trajectories", "tokens", "ms", "cpu_ms", "ratio_vs_native", "wall_ratio_vs_native"],
+        targets(rollout_rows, adv_rows),
         args=args,
-        plot_metric="ratio_vs_native",
-        plot_label="CPU time relative to RL2's own path (1 = same)",
-        lower_is_better=True,
-        targets=tgts,
         packages=PACKAGES,
-        extra={"gpu": "measured" if gpu_rows else "skipped: no CUDA device" if args.gpu else "not requested"},
     )
     import torch.distributed as dist
 

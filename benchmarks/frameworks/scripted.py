@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common import Target, ratio
+from common import Target, print_table, ratio, write_result
 
 #: env id -> the fixed reply text (without the end-of-turn token, which the generator appends)
 REPLIES: dict[str, str] = {
@@ -121,3 +121,48 @@ def gpu_model(tokenizer: Any) -> Any:
     )
     torch.manual_seed(0)
     return Qwen2ForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+
+
+ROLLOUT_COLUMNS = (
+    "case",
+    "arm",
+    "episodes_per_s",
+    "ms_per_turn",
+    "cpu_ms_per_turn",
+    "ratio_vs_native",
+    "wall_ratio_vs_native",
+)
+
+
+def report(
+    name: str,
+    label: str,
+    sections: Mapping[str, Sequence[dict[str, Any]]],
+    adv_columns: Sequence[str],
+    targets: Sequence[Target],
+    *,
+    args: Any,
+    packages: Sequence[str],
+) -> None:
+    """Print the rollout (``rollout``, ``gpu``) and ``advantages`` tables and the targets, then write the JSON."""
+    titles = {"rollout": "rollout: zero-cost engine", "gpu": "rollout: transformers generation on the GPU"}
+    for key, title in titles.items():
+        if sections.get(key):
+            print_table(f"{label} {title} (medians)", sections[key], ROLLOUT_COLUMNS)
+    print_table(f"{label} advantage step (medians, ms)", sections["advantages"], adv_columns)
+    for t in targets:
+        print(f"target {t.name}: {t.value:.3f} (limit {t.limit}) {'met' if t.met else 'MISSED'} - {t.note}")
+    write_result(
+        name,
+        f"{label}: GymVerse rollout and PERPO vs {label}'s own path",
+        [row for rows in sections.values() for row in rows],
+        args=args,
+        plot_metric="ratio_vs_native",
+        plot_label=f"CPU time relative to {label}'s own path (1 = same)",
+        lower_is_better=True,
+        targets=targets,
+        packages=packages,
+        extra={
+            "gpu": "measured" if sections.get("gpu") else "skipped: no CUDA device" if args.gpu else "not requested"
+        },
+    )
