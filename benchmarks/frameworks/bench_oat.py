@@ -52,6 +52,7 @@ from scripted import (  # noqa: E402
     case_rows,
     concurrency_of,
     envs_of,
+    episodes_per_sample,
     gpu_model,
     reply_ids,
     report,
@@ -59,7 +60,6 @@ from scripted import (  # noqa: E402
 )
 
 PACKAGES = ("oat-llm", "gymverse-adapter-oat", "torch", "transformers")
-TURNS_PER_SAMPLE = 640  # each sample plays about this many turns (64 ten-turn episodes)
 
 
 class ScriptedLLM:
@@ -203,6 +203,7 @@ def rollout_case(args: Any, actors: dict[str, Any], env_id: str, n: int) -> list
     chat = native.tokenizer.apply_chat_template
     formatted = [chat([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True) for p in prompts]
     refs = [json.dumps({"env_id": env_id, "seed": s}) for s in seeds]
+    per_sample = episodes_per_sample(args.quick)  # ten-turn GymVerse episodes; the native arm plays as many turns
 
     def timed(step: Callable[[], Any], reps: int) -> dict[str, float]:
         ScriptedLLM.completions = 0
@@ -219,8 +220,8 @@ def rollout_case(args: Any, actors: dict[str, Any], env_id: str, n: int) -> list
         }
 
     arms = {
-        "oat_native": lambda: timed(lambda: native.step(prompts, formatted, refs), max(1, TURNS_PER_SAMPLE // n)),
-        "gymverse": lambda: timed(gv.step, max(1, TURNS_PER_SAMPLE // (10 * n))),
+        "oat_native": lambda: timed(lambda: native.step(prompts, formatted, refs), max(1, 10 * per_sample // n)),
+        "gymverse": lambda: timed(gv.step, max(1, per_sample // n)),
     }
     res = interleaved(arms, rounds_of(args), f"oat rollout {env_id} x{n}")
     gv._loop.close()

@@ -52,6 +52,7 @@ from scripted import (  # noqa: E402
     case_rows,
     concurrency_of,
     envs_of,
+    episodes_per_sample,
     gpu_model,
     reply_ids,
     report,
@@ -59,7 +60,6 @@ from scripted import (  # noqa: E402
 )
 
 PACKAGES = ("rl-square", "gymverse-adapter-rl2", "torch", "transformers")
-EPISODES_PER_SAMPLE = 64  # small batches are repeated so every sample plays this many episodes
 
 
 def start_process_group() -> None:
@@ -185,7 +185,7 @@ def rollout_section(
 
     def arm(name: str, env_id: str, n: int) -> Callable[[], dict[str, float]]:
         rows = [{"extra_info": {"env_id": env_id, "seed": 1000 + i}} for i in range(n)]
-        reps = max(1, EPISODES_PER_SAMPLE // n)
+        reps = max(1, episodes_per_sample(args.quick) // n)  # small batches are repeated
 
         def run() -> dict[str, float]:
             if name == "gymverse":

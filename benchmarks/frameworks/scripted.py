@@ -39,6 +39,11 @@ class Clock:
         return 1000 * (time.perf_counter() - self.wall) / per, 1000 * (time.process_time() - self.cpu) / per
 
 
+def episodes_per_sample(quick: bool) -> int:
+    """Episodes one timed sample plays (smaller batches are repeated up to it): 64, or 16 with --quick."""
+    return 16 if quick else 64
+
+
 def envs_of(quick: bool) -> Sequence[str]:
     """The envs a run covers."""
     return QUICK_ENVS if quick else tuple(REPLIES)
