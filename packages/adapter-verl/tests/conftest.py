@@ -10,6 +10,7 @@ import importlib.util
 import os
 import re
 import shlex
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ else:
     import torch
 
     torch.set_num_threads(1)
+    sys.path.insert(0, str(Path(__file__).parent))  # verl_cpu_run, verl_cpu_standins (--import-mode=importlib)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -116,14 +118,57 @@ def compose(overrides: list[str]) -> Any:
         return hydra_compose(config_name="ppo_trainer", overrides=overrides)
 
 
+def with_overrides(overrides: list[str], new: dict[str, Any]) -> list[str]:
+    """`overrides` with the keys of `new` replaced (a leading ``+`` is part of the value's spelling, not the key)."""
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in {k.lstrip("+") for k in new}]
+    return [*kept, *(f"{k}={v}" for k, v in new.items())]
+
+
+def model_folder(base: Any, family: str, path: Path) -> Path:
+    """A model folder verl loads offline (``actor_rollout_ref.model.path``): `family_tokenizer` and a tiny random
+    Llama over its vocabulary."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = family_tokenizer(base, family)
+    tok.save_pretrained(path)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[None]:
-    """One local Ray cluster for the whole session."""
+def _ray_session() -> Iterator[None]:
+    """Shuts down whatever local Ray cluster the session's tests left running."""
+    yield
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gymverse-verl-tests")
-    yield
     ray.shutdown()
+
+
+@pytest.fixture
+def ray_cluster(_ray_session: None) -> None:
+    """A local Ray cluster with small limits, started on first use and shared by the tests that follow (a test
+    that needs its own cluster shuts this one down first: one cluster at a time)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=200 * 1024**2,
+            namespace="gymverse-verl-tests",
+        )
 
 
 def make_config(response_length: int = 256, prompt_length: int = 512, **gymverse: Any) -> Any:
@@ -274,6 +319,8 @@ def kit() -> Any:
         family_tokenizer=family_tokenizer,
         readme_overrides=readme_overrides,
         compose=compose,
+        with_overrides=with_overrides,
+        model_folder=model_folder,
     )
 
 
