@@ -127,23 +127,20 @@ def with_overrides(overrides: list[str], new: dict[str, Any]) -> list[str]:
 def model_folder(base: Any, family: str, path: Path) -> Path:
     """A model folder verl loads offline (``actor_rollout_ref.model.path``): `family_tokenizer` and a tiny random
     Llama over its vocabulary."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     tok = family_tokenizer(base, family)
     tok.save_pretrained(path)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(path)
+    model = tiny_llama(tok, max_position_embeddings=4096, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model.save_pretrained(path)
     return path
+
+
+def tiny_llama(tokenizer: Any, **config: Any) -> Any:
+    """A random 2-layer, 32-wide Llama over `tokenizer`'s vocabulary (`config` adds ``LlamaConfig`` fields)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    sizes: dict[str, Any] = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    sizes.update(num_attention_heads=4, num_key_value_heads=2)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), **sizes, **config))
 
 
 @pytest.fixture(scope="session")
@@ -262,19 +259,8 @@ class TinyLlamaServer:
     """Stand-in for verl's LLM server: samples from a tiny random Llama and returns the tokens' log-probs."""
 
     def __init__(self, tokenizer: Any, seed: int = 0) -> None:
-        from transformers import LlamaConfig, LlamaForCausalLM
-
         torch.manual_seed(seed)
-        cfg = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=2048,
-        )
-        self.model = LlamaForCausalLM(cfg).eval()
+        self.model = tiny_llama(tokenizer, max_position_embeddings=2048).eval()
         self.eos = tokenizer.eos_token_id
         self.global_steps = 1
         self.gen = torch.Generator().manual_seed(seed)

@@ -17,7 +17,7 @@ import pytest
 
 CALL_LOG = "GYMVERSE_VERL_CALL_LOG"
 
-# verl functions wrapped in the driver (the TaskRunner / trainer process), in the order one step calls them
+# verl functions wrapped in the test process (where the TaskRunner and the trainer run)
 DRIVER_CALLS: dict[str, list[tuple[str | None, str]]] = {
     "verl.trainer.ppo.v1.trainer_base": [
         ("PPOTrainer", "fit"),
