@@ -301,3 +301,20 @@ def test_patch_applies_when_a_worker_imports_openrlhf_later() -> None:
     finally:
         sys.modules[EXPERIENCE_MAKER] = saved
         parent.experience_maker = saved  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("kl_coef", "gamma"), [(0.0, 1.0), (0.3, 1.0), (0.3, 0.9)])
+def test_kl_return_fast_paths_equal_openrlhfs_loop(kl_coef, gamma) -> None:
+    """The KL part of the returns without OpenRLHF's per-token loop is what that loop gives (to float rounding)."""
+    from gymverse_openrlhf.advantages import _kl_return
+
+    samples, _, _ = rollout_batch(seed=5, n=6)
+    maker = maker_for(make_args("reinforce"), kl_coef=kl_coef)
+    for exp in experiences(maker, samples):
+        exp.kl = torch.linspace(-0.2, 0.7, exp.kl.numel()).reshape(exp.kl.shape)
+        reward = compute_reward(torch.zeros(exp.action_mask.shape[0]), kl_coef, exp.kl, action_mask=exp.action_mask)
+        expected = maker.get_cumulative_returns(reward, exp.action_mask, gamma)
+        got = _kl_return(maker, exp, gamma)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+        assert bool(got.any()) == (kl_coef > 0)
