@@ -37,6 +37,13 @@ _WORD_BLOCK = (
 WORDS = tuple(_WORD_BLOCK.split())  # short, common words first: a level's vocabulary is a prefix
 
 
+def _draw(env: Env, *, distinct: bool) -> list[str]:
+    """The instance's words: a level's vocabulary is a prefix of `WORDS`."""
+    vocab = WORDS[: int(env.params["vocab"])]
+    picks = env.rng.choice(len(vocab), size=int(env.params["words"]), replace=not distinct)
+    return [vocab[int(i)] for i in picks]
+
+
 class EchoTarget(Env):
     r"""Reply with the given words inside ``\boxed{...}`` (one turn)."""
 
@@ -51,9 +58,7 @@ class EchoTarget(Env):
     complexity_params = {"words": (1, 6), "vocab": (20, len(WORDS))}
 
     def _reset(self) -> tuple[str, dict[str, Any]]:
-        vocab = WORDS[: int(self.params["vocab"])]
-        picks = self.rng.choice(len(vocab), size=int(self.params["words"]), replace=True)
-        self.target = " ".join(vocab[int(i)] for i in picks)
+        self.target = " ".join(_draw(self, distinct=False))
         what = "word" if " " not in self.target else "words"
         obs = f"Write the {what} {self.target} inside \\boxed{{}}, like this: \\boxed{{{self.target}}}"
         return obs, {"target": self.target}
@@ -74,13 +79,6 @@ class EchoTarget(Env):
 
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-
-
-def _draw(env: Env, *, distinct: bool) -> list[str]:
-    """The instance's words: a level's vocabulary is a prefix of `WORDS`."""
-    vocab = WORDS[: int(env.params["vocab"])]
-    picks = env.rng.choice(len(vocab), size=int(env.params["words"]), replace=not distinct)
-    return [vocab[int(i)] for i in picks]
 
 
 class TagEcho(Env):
