@@ -3,14 +3,16 @@
 Each run is a real ``gymverse train`` subprocess (the CLI users run) with the same model, envs, budget and seed
 across arms. Runs go one at a time (seed-major: every arm of seed 0, then of seed 1, ...), and the table, JSON and
 plot are rewritten after each, so a run cut short keeps what finished; a rerun skips runs that already have
-``--steps`` steps (``--fresh`` starts over). Per arm (mean over seeds, ``±`` half the spread between seeds) the
-table reports success per env over the first and last quarter of steps, final levels, level changes, tokens/s,
-seconds and CPU-seconds per step, and peak RSS. Writes ``benchmarks/results/train_ablation.json`` and
-``train_ablation.png`` (success and level per env over steps, one line per arm).
+``--steps`` steps (``--fresh`` starts over; ``--report-only`` re-summarizes what is in ``--out``). Per arm (mean over
+seeds, ``±`` half the spread between seeds) the table reports success and mean return per env over the first and
+last quarter of steps, final levels, level changes, tokens/s, seconds and CPU-seconds per step, and peak RSS.
+Writes ``benchmarks/results/train_ablation.json`` and ``train_ablation.png`` (success and level per env over
+steps, one line per arm).
 
 The default mix — ``demo:EchoTarget`` (binary, easy), ``demo:TagEcho`` (an ``<answer>`` tag format, scored 0-7
 points), ``demo:ReverseWords`` (binary, hard) — is what SmolLM2-135M can learn something on within a CPU budget
-(it solves none of the built-in puzzles). CPU-sized (what the README quotes, ~60 CPU-minutes)::
+(it solves none of the built-in puzzles). CPU-sized (what the README quotes; ~26 CPU-s per step, so 4 arms × 12
+steps ≈ 21 CPU-minutes per seed)::
 
     nice -n 5 uv run python benchmarks/train_ablation.py --seeds 0,1 --steps 12
 
@@ -110,10 +112,10 @@ def summarize(arm: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {"arm": arm, "seeds": 0}
     envs = list(runs[0]["metrics"][0]["success_by_env"])
 
-    def window(m: list[dict[str, Any]], env: str, last: bool) -> float:
+    def window(m: list[dict[str, Any]], env: str, last: bool, key: str = "success_by_env") -> float:
         q = max(1, len(m) // 4)
         part = m[-q:] if last else m[:q]
-        return statistics.mean(x["success_by_env"][env] for x in part)
+        return statistics.mean(x[key][env] for x in part)
 
     cpu = [b["cpu_s"] - a["cpu_s"] for r in runs for a, b in itertools.pairwise(r["metrics"])]
     return {
@@ -122,6 +124,8 @@ def summarize(arm: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": [len(r["metrics"]) for r in runs],
         "success_first": {e: [window(r["metrics"], e, False) for r in runs] for e in envs},
         "success_last": {e: [window(r["metrics"], e, True) for r in runs] for e in envs},
+        "return_first": {e: [window(r["metrics"], e, False, "return_by_env") for r in runs] for e in envs},
+        "return_last": {e: [window(r["metrics"], e, True, "return_by_env") for r in runs] for e in envs},
         "levels": {e: [r["metrics"][-1]["levels"].get(e) for r in runs] for e in envs},
         "level_changes": [sum(len(x["level_changes"]) for x in r["metrics"]) for r in runs],
         "tokens_per_s": statistics.median(x["tokens_per_s"] for r in runs for x in r["metrics"]),
@@ -132,20 +136,24 @@ def summarize(arm: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The ablation table (success per env: first quarter of steps → last quarter)."""
+    """The ablation table (success and mean return per env: first quarter of steps → last quarter)."""
     envs = args.envs.split(",")
     table = Table(title=f"gymverse train ablation: {args.model} on {args.envs}, {args.steps} steps, seeds {args.seeds}")
     table.add_column("arm")
     table.add_column("seeds")
     for e in envs:
-        table.add_column(f"{e.split(':')[-1]} success first¼→last¼")
+        table.add_column(f"{e.split(':')[-1]}\nsuccess / return\nfirst¼ → last¼")
     for col in ("final levels", "level changes", "tok/s", "s/step", "CPU-s/step", "peak RSS MB"):
         table.add_column(col)
     for r in rows:
         if not r["seeds"]:
             table.add_row(r["arm"], "0", *[""] * (len(envs) + 6))
             continue
-        cells = [f"{_spread(r['success_first'][e])} → {_spread(r['success_last'][e])}" for e in envs]
+        cells = [
+            f"{_spread(r['success_first'][e])} → {_spread(r['success_last'][e])}\n"
+            f"{_spread(r['return_first'][e])} → {_spread(r['return_last'][e])}"
+            for e in envs
+        ]
         levels = " ".join("/".join(str(v) for v in r["levels"][e]) for e in envs)
         cpu = f"{r['cpu_s_per_step']:.0f}" if r["cpu_s_per_step"] is not None else "-"
         table.add_row(
@@ -164,13 +172,13 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def plot(runs: list[dict[str, Any]], envs: list[str], path: Path) -> None:
-    """Per env: success (top) and level (bottom) over steps; one line per arm (mean over seeds, band = range)."""
+    """Per env: success, mean return and level over steps; one line per arm (mean over seeds, band = range)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.5), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(3, len(envs), figsize=(4.2 * len(envs), 8.5), squeeze=False, sharex=True)
     arms = list(dict.fromkeys(r["arm"] for r in runs))
     for arm, color in zip(arms, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         mine = [r["metrics"] for r in runs if r["arm"] == arm and r["metrics"]]
@@ -179,7 +187,7 @@ def plot(runs: list[dict[str, Any]], envs: list[str], path: Path) -> None:
         n = min(len(m) for m in mine)
         steps = list(range(1, n + 1))
         for col, env in enumerate(envs):
-            for row, key in ((0, "success_by_env"), (1, "complexity_by_env")):
+            for row, key in enumerate(("success_by_env", "return_by_env", "complexity_by_env")):
                 ys = [[m[i][key][env] for m in mine] for i in range(n)]
                 ax = axes[row][col]
                 ax.plot(steps, [statistics.mean(y) for y in ys], color=color, marker=".", label=arm)
@@ -187,7 +195,10 @@ def plot(runs: list[dict[str, Any]], envs: list[str], path: Path) -> None:
                     ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.15)
     for col, env in enumerate(envs):
         axes[0][col].set(title=env, ylim=(-0.02, 1.02), ylabel="success rate" if col == 0 else None)
-        axes[1][col].set(xlabel="step", ylabel="level in effect" if col == 0 else None)
+        axes[1][col].set(ylabel="mean return" if col == 0 else None)
+        axes[2][col].set(xlabel="step", ylabel="level in effect" if col == 0 else None)
+        axes[2][col].yaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        axes[2][col].set_ylim(0.5, max(4.5, axes[2][col].get_ylim()[1]))
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"gymverse train ablation (mean over {len({r['seed'] for r in runs})} seed(s), band = range)")
     fig.tight_layout()
@@ -237,6 +248,7 @@ def main() -> int:
     p.add_argument("--time-limit", type=float, default=0.0, help="minutes per run (0: none)")
     p.add_argument("--keep-checkpoints", action="store_true", help="keep each run's checkpoint/")
     p.add_argument("--fresh", action="store_true", help="retrain runs that already finished")
+    p.add_argument("--report-only", action="store_true", help="summarize the runs already in --out, train nothing")
     p.add_argument("--out", default=str(RESULTS / "train_ablation"))
     args = p.parse_args()
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -247,7 +259,14 @@ def main() -> int:
     out = Path(args.out)
     runs: list[dict[str, Any]] = []
     for seed, arm in itertools.product(seeds, arms):
+        if args.report_only:
+            metrics = _read_metrics(out / arm / f"seed{seed}" / "metrics.jsonl")[: args.steps]
+            if metrics:
+                runs.append({"arm": arm, "seed": seed, "rc": 0, "wall_s": None, "metrics": metrics})
+            continue
         runs.append(run_arm(arm, seed, args, out))
+        report(runs, args)
+    if args.report_only:
         report(runs, args)
     return 0 if all(r["rc"] == 0 for r in runs) else 1
 
