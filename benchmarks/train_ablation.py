@@ -140,7 +140,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     envs = args.envs.split(",")
     table = Table(title=f"gymverse train ablation: {args.model} on {args.envs}, {args.steps} steps, seeds {args.seeds}")
     table.add_column("arm")
-    table.add_column("seeds")
+    table.add_column("seeds\n(steps)")
     for e in envs:
         table.add_column(f"{e.split(':')[-1]}\nsuccess / return\nfirst¼ → last¼")
     for col in ("final levels", "level changes", "tok/s", "s/step", "CPU-s/step", "peak RSS MB"):
@@ -158,7 +158,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         cpu = f"{r['cpu_s_per_step']:.0f}" if r["cpu_s_per_step"] is not None else "-"
         table.add_row(
             r["arm"],
-            str(r["seeds"]),
+            f"{r['seeds']}\n({'/'.join(map(str, r['steps']))})",
             *cells,
             levels,
             "/".join(map(str, r["level_changes"])),
