@@ -47,8 +47,13 @@ BATCH = 128
 
 
 # ------------------------------------------------------------------------------------------ AgentGym-style baseline
-def agentgym_style_app() -> Any:
-    """AgentGym's server design (see e.g. agentenv-textcraft's server.py / env_wrapper.py), minimally."""
+def agentgym_style_app(env_id: str = ENV_ID, complexity: int | None = COMPLEXITY) -> Any:
+    """AgentGym's server design (see e.g. agentenv-textcraft's server.py / env_wrapper.py), minimally.
+
+    Serves `env_id` (at `complexity`; None: the env's default level) on AgentGym's routes: ``/create``,
+    ``/reset``, ``/step``, ``/close`` and ``GET /observation?id=``.
+    """
+    env_kwargs = {} if complexity is None else {"complexity": complexity}
     import gymverse
     import gymverse.vector.testing
     from fastapi import FastAPI
@@ -77,7 +82,7 @@ def agentgym_style_app() -> Any:
                 with self._lock:
                     idx = self._max_id
                     self._max_id += 1
-                env = gymverse.make(ENV_ID, complexity=COMPLEXITY)
+                env = gymverse.make(env_id, **env_kwargs)
                 ob, _ = env.reset(seed=idx)
                 self.env[idx] = env
                 self.info[idx] = {"observation": ob, "done": False, "reward": 0, "deleted": False}
@@ -99,6 +104,12 @@ def agentgym_style_app() -> Any:
                 ob, _ = self.env[idx].reset(seed=data_idx)
                 self.info[idx].update({"observation": ob, "done": False, "reward": 0})
                 return {"id": idx, "observation": ob, "done": False, "reward": 0}
+            except Exception as e:
+                return {"error": str(e)}
+
+        def observation(self, idx: int) -> Any:
+            try:
+                return self.info[idx]["observation"]
             except Exception as e:
                 return {"error": str(e)}
 
@@ -128,6 +139,10 @@ def agentgym_style_app() -> Any:
     @app.post("/close")
     def close(body: CloseRequestBody) -> dict[str, Any]:
         return server.close(body.id)
+
+    @app.get("/observation")
+    def observation(id: int) -> Any:
+        return server.observation(id)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -204,12 +219,16 @@ async def _timed(seconds: float, worker: Any, n_workers: int) -> tuple[int, list
     return steps, latencies, time.perf_counter() - t0
 
 
-async def run_gymverse(port: int, n: int, seconds: float, batch: bool) -> dict[str, Any]:
+async def run_gymverse(
+    port: int, n: int, seconds: float, batch: bool, env_id: str = ENV_ID, complexity: int | None = COMPLEXITY
+) -> dict[str, Any]:
     """Open n sessions, step them (batched or one request per step) for `seconds`, close them."""
     conns = [await Conn.open(port) for _ in range(-(-n // BATCH) if batch else n)]
     sids = []
     for i in range(n):
-        body = {"env_id": ENV_ID, "seed": i, "complexity": COMPLEXITY}
+        body: dict[str, Any] = {"env_id": env_id, "seed": i}
+        if complexity is not None:
+            body["complexity"] = complexity
         sids.append(_check(*await conns[i % len(conns)].call("POST", "/v1/sessions", body))["session_id"])
     for k, sid in enumerate(sids):
         _check(*await conns[k % len(conns)].call("POST", f"/v1/sessions/{sid}/reset", {}))
@@ -268,25 +287,28 @@ async def run_gymverse(port: int, n: int, seconds: float, batch: bool) -> dict[s
     }
 
 
-async def run_agentgym(port: int, n: int, seconds: float) -> dict[str, Any]:
-    """AgentGym's client pattern: /create per env, then /step (and /reset when done), one request per step."""
+async def run_agentgym(port: int, n: int, seconds: float, prefix: str = "") -> dict[str, Any]:
+    """AgentGym's client pattern: /create per env, then /step (and /reset when done), one request per step.
+
+    `prefix` is where the routes are mounted (``/agentgym/<env id>`` for `gymverse serve`'s AgentGym routes).
+    """
     conns = [await Conn.open(port) for _ in range(n)]
-    ids = [_check(*await conns[i].call("POST", "/create"))["id"] for i in range(n)]
+    ids = [_check(*await conns[i].call("POST", f"{prefix}/create"))["id"] for i in range(n)]
 
     async def single(k: int, stop: asyncio.Event, latencies: list[float]) -> int:
         steps, conn, idx = 0, conns[k], ids[k]
         while not stop.is_set():
             t = time.perf_counter()
-            r = _check(*await conn.call("POST", "/step", {"id": idx, "action": ACTION}))
+            r = _check(*await conn.call("POST", f"{prefix}/step", {"id": idx, "action": ACTION}))
             latencies.append(time.perf_counter() - t)
             steps += 1
             if r["done"]:
-                _check(*await conn.call("POST", "/reset", {"id": idx, "data_idx": None}))
+                _check(*await conn.call("POST", f"{prefix}/reset", {"id": idx, "data_idx": None}))
         return steps
 
     steps, lat, elapsed = await _timed(seconds, single, n)
     for k, idx in enumerate(ids):
-        _check(*await conns[k].call("POST", "/close", {"id": idx}))
+        _check(*await conns[k].call("POST", f"{prefix}/close", {"id": idx}))
     _, after = await conns[0].call("GET", "/health")
     reconnects = sum(c.reconnects for c in conns)
     for c in conns:
@@ -301,12 +323,14 @@ async def run_agentgym(port: int, n: int, seconds: float) -> dict[str, Any]:
     }
 
 
-async def run_in_process(n: int, seconds: float) -> dict[str, Any]:
+async def run_in_process(
+    n: int, seconds: float, env_id: str = ENV_ID, complexity: int | None = COMPLEXITY
+) -> dict[str, Any]:
     """EnvPool sessions with the server's settings (30 s step timeout), no HTTP."""
     from gymverse.vector import EnvPool
 
     with EnvPool(max(n, 1), step_timeout=30.0) as pool:
-        sessions = [await pool.session(ENV_ID, seed=i, complexity=COMPLEXITY) for i in range(n)]
+        sessions = [await pool.session(env_id, seed=i, complexity=complexity) for i in range(n)]
         for s in sessions:
             await s.reset()
 
@@ -387,9 +411,10 @@ def serve_gymverse(port: int) -> subprocess.Popen[bytes]:
     return _start(cmd, port)
 
 
-def serve_agentgym(port: int) -> subprocess.Popen[bytes]:
-    """The AgentGym-style baseline in its own uvicorn process."""
-    return _start([sys.executable, __file__, "--agentgym-server", str(port)], port)
+def serve_agentgym(port: int, env_id: str = ENV_ID, complexity: int | None = COMPLEXITY) -> subprocess.Popen[bytes]:
+    """The AgentGym-style baseline serving `env_id` in its own uvicorn process."""
+    env = json.dumps([env_id, complexity])
+    return _start([sys.executable, __file__, "--agentgym-server", str(port), "--agentgym-env", env], port)
 
 
 def summarize(res: dict[str, Any], cpu_s: float) -> dict[str, Any]:
@@ -444,12 +469,17 @@ def main() -> None:
     ap.add_argument("--ns", default="1,64,1000", help="concurrent sessions (comma-separated)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per runner and N (medians reported)")
     ap.add_argument("--agentgym-server", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--agentgym-env", default=json.dumps([ENV_ID, COMPLEXITY]), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.agentgym_server is not None:
         import uvicorn
 
         uvicorn.run(
-            agentgym_style_app(), host="127.0.0.1", port=args.agentgym_server, log_level="warning", access_log=False
+            agentgym_style_app(*json.loads(args.agentgym_env)),
+            host="127.0.0.1",
+            port=args.agentgym_server,
+            log_level="warning",
+            access_log=False,
         )
         return
     import gymverse.vector.testing  # noqa: F401

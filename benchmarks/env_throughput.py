@@ -52,13 +52,21 @@ ACTION = r"\boxed{1}"
 GV_BACKENDS = ("sync", "async", "process", "ray")
 
 
-def rate(step_batch: Callable[[], int], budget: float, min_batches: int = 3) -> float:
-    """Steps/s of repeated `step_batch` calls (two warm-up calls, then at least `budget` seconds)."""
+def rate(
+    step_batch: Callable[[], int], budget: float, min_batches: int = 3, batch_times: list[float] | None = None
+) -> float:
+    """Steps/s of repeated `step_batch` calls (two warm-up calls, then at least `budget` seconds).
+
+    With `batch_times`, each call's seconds are appended to it.
+    """
     step_batch()
     step_batch()
     steps, batches, t0 = 0, 0, time.perf_counter()
     while True:
+        t = time.perf_counter()
         steps += step_batch()
+        if batch_times is not None:
+            batch_times.append(time.perf_counter() - t)
         batches += 1
         elapsed = time.perf_counter() - t0
         if elapsed >= budget and batches >= min_batches:
@@ -81,13 +89,21 @@ def plain_loop(env_id: str, kwargs: dict[str, Any], n: int, budget: float) -> fl
     return rate(batch, budget)
 
 
-def gymverse_vec(env_id: str, kwargs: dict[str, Any], n: int, backend: str, budget: float, cores: int) -> float:
-    """`make_vec` on `backend`; process/ray use one worker per core."""
+def gymverse_vec(
+    env_id: str,
+    kwargs: dict[str, Any],
+    n: int,
+    backend: str,
+    budget: float,
+    cores: int,
+    batch_times: list[float] | None = None,
+) -> float:
+    """`make_vec` on `backend`; process/ray use one worker per core (`batch_times`: see `rate`)."""
     opts = {"num_workers": min(n, cores)} if backend in ("process", "ray") else {}
     with make_vec(env_id, n, backend=backend, seed=0, backend_options=opts, **kwargs) as venv:
         venv.reset(seed=0)
         actions = [ACTION] * n
-        return rate(lambda: len(venv.step(actions)), budget)
+        return rate(lambda: len(venv.step(actions)), budget, batch_times=batch_times)
 
 
 def asyncio_bare(n: int, budget: float) -> float:
@@ -168,14 +184,22 @@ class Adapter(Env):
 ACTION = "\\boxed{1}"
 
 
-def rate(fn, budget):
+def rate(fn, budget, batch_times=None):
     fn(); fn()
     steps, batches, t0 = 0, 0, time.perf_counter()
     while True:
+        t = time.perf_counter()
         steps += fn(); batches += 1
+        if batch_times is not None:
+            batch_times.append(time.perf_counter() - t)
         el = time.perf_counter() - t0
         if el >= budget and batches >= 3:
             return steps / el
+
+
+def median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
 
 
 def plain(env_id, kw, n, budget):
@@ -191,11 +215,14 @@ def plain(env_id, kw, n, budget):
     return rate(batch, budget)
 
 
-def vec(cls, env_id, kw, n, budget):
+def vec(cls, env_id, kw, n, budget, p50_ms):
+    """steps/s of one vector env; its median step-call time (what each env's step waits) goes to p50_ms."""
     venv = cls([env_id] * n, [lambda: Adapter(env_id, kw)] * n)
     venv.reset(seed=0)
     acts = [ACTION] * n
-    r = rate(lambda: len(venv.step(acts)[0]), budget)
+    times = []
+    r = rate(lambda: len(venv.step(acts)[0]), budget, times)
+    p50_ms.append(1e3 * median(times))
     if hasattr(venv, "thread_pool_executer"):
         venv.thread_pool_executer.shutdown()
     return r
@@ -205,10 +232,13 @@ workloads, ns, budget = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(
 out = {}
 for w, (env_id, kw) in workloads.items():
     for n in ns:
+        sync_ms, async_ms = [], []
         out[f"{w}/{n}"] = {
             "gem-plain": plain(env_id, kw, n, budget),
-            "gem-sync": vec(SyncVectorEnv, env_id, kw, n, budget),
-            "gem-async": vec(AsyncVectorEnv, env_id, kw, n, budget),
+            "gem-sync": vec(SyncVectorEnv, env_id, kw, n, budget, sync_ms),
+            "gem-async": vec(AsyncVectorEnv, env_id, kw, n, budget, async_ms),
+            "gem-sync p50_ms": sync_ms[0],
+            "gem-async p50_ms": async_ms[0],
         }
 print(json.dumps(out))
 '''
@@ -234,12 +264,17 @@ def gem_python(console: Console) -> Path | None:
     return python
 
 
-def run_gem(console: Console, ns: list[int], budget: float) -> dict[str, dict[str, float]]:
-    """GEM's numbers, measured in its own venv."""
+def run_gem(
+    console: Console, ns: list[int], budget: float, workloads: dict[str, tuple[str, dict[str, Any]]] | None = None
+) -> dict[str, dict[str, float]]:
+    """GEM's numbers (steps/s of each runner, and the vector envs' median step-call ms), measured in its own venv.
+
+    Keys are ``<workload>/<N>``; `workloads` defaults to this benchmark's `WORKLOADS`.
+    """
     python = gem_python(console)
     if python is None:
         return {}
-    cmd = [str(python), "-c", GEM_SCRIPT, json.dumps(WORKLOADS), json.dumps(ns), str(budget)]
+    cmd = [str(python), "-c", GEM_SCRIPT, json.dumps(workloads or WORKLOADS), json.dumps(ns), str(budget)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         console.print(f"[red]GEM benchmark failed:\n{proc.stderr[-2000:]}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from gymverse.sandbox import SandboxLimits, SandboxPool
@@ -102,3 +104,77 @@ def test_host_paths_under_tmp_survive_jobs_and_temp_wipes(fresh: bool) -> None:
         import shutil
 
         shutil.rmtree(host, ignore_errors=True)
+
+
+ZYGOTE_ATTACK = """
+import ctypes, errno, os, signal
+out = {"pid1": open("/proc/1/cmdline", "rb").read().split(b"\\0")[:2] != [b""]}
+for name in ("environ", "mem", "maps", "fd", "root/etc"):
+    try:
+        os.listdir(f"/proc/1/{name}") if name in ("fd", "root/etc") else open(f"/proc/1/{name}", "rb").read(64)
+        out[name] = "read"
+    except OSError as exc:
+        out[name] = errno.errorcode[exc.errno]
+for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):
+    try:
+        os.kill(1, sig)
+        out[sig.name] = "sent"
+    except OSError as exc:
+        out[sig.name] = errno.errorcode[exc.errno]
+libc = ctypes.CDLL(None, use_errno=True)
+out["ptrace"] = libc.ptrace(16, 1, None, None)  # PTRACE_ATTACH
+out
+"""
+
+
+def test_a_job_cannot_touch_its_zygote() -> None:
+    # A pool job shares its PID namespace with its zygote (pid 1, root, the job's supervisor): visible, but out of
+    # reach. If the job could stop or kill it, or read its memory, it could escape its deadline or its results.
+    with SandboxPool(1, LIMITS) as one:
+        res = one.run(ZYGOTE_ATTACK)
+        if "uid:" not in " ".join(res.isolation) or "pidns" not in res.isolation:
+            pytest.skip(f"needs a per-job uid and a PID namespace (applied: {res.isolation})")
+        assert res.status == "ok", res
+        out = res.return_value
+        assert out["pid1"]
+        for name in ("environ", "mem", "maps", "fd", "root/etc"):
+            assert out[name] in ("EACCES", "EPERM"), (name, out)
+        for sig in ("SIGKILL", "SIGSTOP", "SIGTERM"):
+            assert out[sig] == "EPERM", (sig, out)
+        assert out["ptrace"] == -1
+        # kill(-1) reaches every process the caller may signal but itself: none, not even the zygote
+        everyone = one.run("import os, signal\nos.kill(-1, signal.SIGKILL)")
+        assert everyone.status == "error" and "ProcessLookupError" in (everyone.error or ""), everyone
+        after = one.run("1 + 1", limits=SandboxLimits(timeout=5))
+        assert after.status == "ok" and after.return_value == 2, after  # the zygote neither died nor stopped
+
+
+def test_jobs_follow_a_changed_sys_path_and_their_own_limits(tmp_path: Path) -> None:
+    # Job processes mount their private dirs before their job comes, with the pool's plan and limits; a job with
+    # other limits, or after the host's sys.path changed, must get its own.
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "gv_pool_probe.py").write_text("X = 42\n")
+    for path in (tmp_path, lib):
+        path.chmod(0o755)
+    (lib / "gv_pool_probe.py").chmod(0o644)
+    probe = (
+        "import os\nst = os.statvfs('/tmp')\nimport gv_pool_probe\n[gv_pool_probe.X, st.f_blocks * st.f_frsize >> 20]"
+    )
+    with SandboxPool(1, LIMITS) as one:
+        before = one.run(probe)
+        assert before.status == "error" and "gv_pool_probe" in (before.error or ""), before
+        sys.path.append(str(lib))
+        try:
+            moved = one.run(probe)
+            smaller = one.run(probe, limits=SandboxLimits(timeout=20, disk_mb=8))
+        finally:
+            sys.path.remove(str(lib))
+        again = one.run("import os\nst = os.statvfs('/tmp')\nst.f_blocks * st.f_frsize >> 20")
+    assert moved.status == "ok", moved
+    assert moved.return_value[0] == 42
+    assert smaller.status == "ok", smaller
+    if "private-tmp" in smaller.isolation:
+        assert moved.return_value[1] == LIMITS.disk_mb
+        assert smaller.return_value[1] == 8
+        assert again.return_value == LIMITS.disk_mb

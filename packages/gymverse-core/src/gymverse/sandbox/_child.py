@@ -19,6 +19,14 @@ from typing import Any
 
 from gymverse.sandbox import _isolation, _protocol
 
+#: Prefix of a freshly exec'd launcher's or zygote's command line (argv[1]: the gymverse package dir). Stub
+#: `gymverse` and `gymverse.sandbox` packages let it load only the modules it needs: the real `__init__`s import
+#: numpy and dataclasses, which would triple every start-up (and enlarge every fork of a zygote).
+STUBS = (
+    "import sys, types\n"
+    "for name, sub in (('gymverse', ''), ('gymverse.sandbox', '/sandbox')):\n"
+    "    m = types.ModuleType(name); m.__path__ = [sys.argv[1] + sub]; sys.modules[name] = m\n"
+)
 #: The environment untrusted code sees: nothing inherited from the parent except what the caller passes.
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 REPR_LIMIT = 2000
@@ -118,15 +126,16 @@ def confine(spec: dict[str, Any]) -> list[str]:
     return applied
 
 
-def run_job(spec: dict[str, Any], value_fd: int) -> None:
+def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
-    The first message on `value_fd` lists the measures applied (sent before any untrusted code runs, so the
-    monitor knows them even if the job is killed); the second is the outcome.
+    The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
+    confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
+    the outcome.
     """
     code = EXIT_SETUP
     try:
-        applied = confine(spec)
+        applied = [*(applied or []), *confine(spec)]
         _protocol.send(value_fd, {"applied": applied})
         sys.path[:] = spec["sys_path"]
         sys.path.insert(0, spec["workdir"])  # like a script's own dir: `files` written there are importable

@@ -1,7 +1,8 @@
 """The trusted processes between the host and a job: the launcher (fresh jobs) and the monitor.
 
     fresh:  host --exec--> launcher --fork, new pid/ipc/mount/net namespaces--> monitor (pid 1) --fork--> job
-    pool:   host --socket--> zygote --fork into a fresh PID namespace--> monitor (pid 1) --fork--> job
+
+(Pool jobs have no monitor of their own: their zygote plays that role, see `_zygote`.)
 
 The monitor is the init of the job's PID namespace: it mounts the job's private file systems, forks the job,
 enforces the wall-clock deadline itself, derives the status from the job's exit and reports to the host on a pipe
@@ -15,11 +16,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
+import fcntl
 import os
 import selectors
 import signal
-import socket
 import sys
 import time
 from typing import Any
@@ -27,8 +27,6 @@ from typing import Any
 from gymverse.sandbox import _child, _isolation, _protocol
 
 SPEC_FD, RESULT_FD = 3, 4
-#: A pre-started pool launcher's control socket, on which its monitor receives the job's pipes.
-CTL_FD = 3
 #: How long to keep draining the job's value pipe after it exited (only stragglers outside a PID namespace).
 DRAIN_GRACE = 1.0
 NAMESPACES = (
@@ -122,69 +120,32 @@ def launch(spec: dict[str, Any], inherited: list[str]) -> int:
     return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
 
 
-def prestart(parent: int, inherited: list[str], mounts: bool) -> None:
-    """Entry of a pool monitor forked ahead of its job (as pid 1 of a fresh PID namespace when ``pidns`` is in
-    `inherited`): create the other namespaces now, then wait on `CTL_FD` for the job's pipes. Never returns."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _die_with_parent(0 if "pidns" in inherited else parent)
-    code = 1
-    try:
-        # PID namespace: made by the zygote (we are its pid 1) or not at all, never by us (that would make the
-        # job pid 1 of a namespace whose parent is outside it)
-        applied = [*inherited, *_unshare(True, mounts, [*inherited, "pidns"])]
-        code = _await_job(applied)
-    finally:
-        os._exit(code)
-
-
-def _await_job(applied: list[str]) -> int:
-    job, value_r, chan = _prefork_job()
-    sock = socket.socket(fileno=CTL_FD)
-    _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
-    sock.close()
-    if len(fds) != 4:
-        return 1  # the zygote is gone (EOF) before a job came; the waiting job process dies with us
-    start = time.monotonic()
-    spec_fd, out_w, err_w, res_w = (high_fd(fd) for fd in fds)
-    os.dup2(res_w, RESULT_FD)
-    os.close(res_w)
-    try:
-        spec = read_spec(spec_fd)
-        sys.path[:] = spec["sys_path"]
-        if "mountns" not in applied:
-            spec["mounts"] = None
-        _prepare_workdir(spec, applied)  # the job shares our mount namespace: it sees these mounts
-        _protocol.send_fds(chan, b"J", [out_w, err_w])
-        chan.sendall(json.dumps(spec).encode())
-        chan.close()
-        os.close(out_w)
-        os.close(err_w)
-        return watch(job, value_r, spec, applied, "pidns" in applied, start)
-    except BaseException as exc:
-        with contextlib.suppress(Exception):
-            _protocol.send(RESULT_FD, {"status": "error", "error": f"sandbox setup failed: {exc!r}"})
-        return 1
-
-
 def high_fd(fd: int) -> int:
     """Move `fd` above the numbers the job's processes use (0..4) and return the new number."""
-    import fcntl
-
     new = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
     os.close(fd)
     return new
 
 
-def _prepare_workdir(spec: dict[str, Any], applied: list[str]) -> None:
-    """Mount the job's private file systems (if it has a mount namespace) and fill its work dir."""
-    mounts = spec.get("mounts")
-    if mounts is None:  # no mount namespace: the host made the work dir on its disk
+def tmpfs_options(limits: dict[str, Any]) -> str:
+    """Mount options of the job's private tmpfs dirs: its size and inode limits."""
+    return f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['max_files'])}"
+
+
+def mount_private(plan: dict[str, list[str]], limits: dict[str, Any], applied: list[str]) -> None:
+    """Mount the job's private file systems (in its own mount namespace); appends the measures to `applied`."""
+    plan = {root: keep for root, keep in plan.items() if os.path.isdir(root)}
+    proc = "pidns" in applied and "proc" not in applied
+    applied += _isolation.apply_mounts(plan, tmpfs_options(limits), proc=proc)
+
+
+def prepare_workdir(spec: dict[str, Any], applied: list[str], mounted: bool = False) -> None:
+    """Mount the job's private file systems (if it has a mount namespace and they are not `mounted` yet) and fill
+    its work dir; appends the measures applied to `applied`."""
+    if spec.get("mounts") is None:  # no mount namespace: the host made the work dir on its disk
         return
-    limits = spec["limits"]
-    options = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['max_files'])}"
-    mounts = {root: keep for root, keep in mounts.items() if os.path.isdir(root)}
-    applied += _isolation.apply_mounts(mounts, options, proc="pidns" in applied and "proc" not in applied)
+    if not mounted:
+        mount_private(spec["mounts"], spec["limits"], applied)
     workdir, uid = spec["workdir"], spec.get("uid")
     os.makedirs(workdir, mode=0o700)
     for name, data in spec.pop("files", {}).items():
@@ -212,7 +173,7 @@ def _kill_all(pid: int, uid: int | None, own_pidns: bool) -> None:
 def monitor(spec: dict[str, Any], applied: list[str], own_pidns: bool) -> int:
     """Fork the job, watch it until it exits or its deadline, and report its outcome on the result pipe."""
     start = time.monotonic()
-    _prepare_workdir(spec, applied)
+    prepare_workdir(spec, applied)
     value_r, value_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the job
@@ -221,41 +182,6 @@ def monitor(spec: dict[str, Any], applied: list[str], own_pidns: bool) -> int:
         _child.run_job(spec, 3)
     os.close(value_w)
     return watch(pid, value_r, spec, applied, own_pidns, start)
-
-
-def _prefork_job() -> tuple[int, int, Any]:
-    """Fork the job process before its job is known; it waits for its stdout/stderr and spec from us.
-
-    Returns (pid, value pipe read end, the socket to hand the job over on).
-    """
-    ours, theirs = socket.socketpair()
-    value_r, value_w = os.pipe()
-    me = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the job, still holding nothing of any job
-        code = _child.EXIT_SETUP
-        try:
-            _die_with_parent(me if me != 1 else 0)
-            ours.close()
-            os.close(value_r)
-            _, fds = _protocol.recv_fds(theirs, 2, bufsize=1)
-            chunks = []
-            while chunk := theirs.recv(1 << 16):
-                chunks.append(chunk)
-            spec = _protocol.parse(b"".join(chunks))
-            if len(fds) == 2 and spec is not None:
-                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                os.dup2(fds[0], 1)
-                os.dup2(fds[1], 2)
-                os.dup2(value_w, 3)
-                os.closerange(4, 1 << 20)
-                _child.run_job(spec, 3)
-        finally:
-            os._exit(code)
-    theirs.close()
-    os.close(value_w)
-    # out of the way of RESULT_FD, which the job's result pipe will take
-    return pid, high_fd(value_r), socket.socket(fileno=high_fd(ours.detach()))
 
 
 def watch(pid: int, value_r: int, spec: dict[str, Any], applied: list[str], own_pidns: bool, start: float) -> int:

@@ -13,34 +13,26 @@ import functools
 import json
 import os
 import secrets
-import select
 import selectors
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from gymverse.sandbox import _bwrap, _isolation, _protocol
+from gymverse.sandbox import _bwrap, _child, _isolation, _monitor, _protocol
 from gymverse.sandbox._monitor import RESULT_FD, SPEC_FD
 from gymverse.sandbox.config import STATUSES
 
 #: How long to keep draining pipes after the job is over (only matters when stragglers cannot be killed).
 DRAIN_GRACE = 1.0
-MONITOR_EXIT_WAIT = 5.0  # seconds a pool job's monitor gets to take its PID namespace down after its pipes closed
 #: The monitor enforces the timeout itself and reports; the host kills the launcher this much later as a backstop.
 KILL_GRACE = 1.0
 
-#: Command line of a freshly exec'd child; argv: gymverse package dir, spec fd, result fd. Stub `gymverse` and
-#: `gymverse.sandbox` packages let the child load only the modules it needs: the real `__init__`s import numpy
-#: and dataclasses, which would triple the start-up time of every job.
-STUBS = (
-    "import sys, types\n"
-    "for name, sub in (('gymverse', ''), ('gymverse.sandbox', '/sandbox')):\n"
-    "    m = types.ModuleType(name); m.__path__ = [sys.argv[1] + sub]; sys.modules[name] = m\n"
-)
-BOOTSTRAP = STUBS + "from gymverse.sandbox._monitor import main; main(sys.argv[2], int(sys.argv[3]))"
+#: Command line of a freshly exec'd launcher; argv: gymverse package dir, role, parent pid (see `_child.STUBS`).
+BOOTSTRAP = _child.STUBS + "from gymverse.sandbox._monitor import main; main(sys.argv[2], int(sys.argv[3]))"
 
 F_SETPIPE_SZ = 1031
 #: Environment of the exec'd child/worker (secrets never reach even its initial environ). Few malloc arenas: glibc
@@ -124,7 +116,7 @@ def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_o
         spec["files"] = {
             n: base64.b64encode(d.encode() if isinstance(d, str) else d).decode() for n, d in files.items()
         }
-        spec["mounts"] = _mount_plan(tuple(spec.get("readable_paths", [])), tuple(sys.path))
+        spec["mounts"] = mount_plan(spec.get("readable_paths", []))
         return spec
     workdir = tempfile.mkdtemp(prefix="gymverse-sbx-")
     spec["workdir"] = spec["host_workdir"] = workdir
@@ -145,6 +137,11 @@ def prepare(spec: dict[str, Any], files: dict[str, str | bytes] | None, mounts_o
         cleanup(spec)
         raise
     return spec
+
+
+def mount_plan(readable_paths: Sequence[str]) -> dict[str, list[str]]:
+    """Which dirs a job's mount namespace covers with tmpfs, and what it binds back (for `sys.path` as it is now)."""
+    return _mount_plan(tuple(readable_paths), tuple(sys.path))
 
 
 @functools.lru_cache(maxsize=64)
@@ -196,7 +193,8 @@ def spawn_exec(spec: dict[str, Any], bwrap: bool) -> tuple[int, int, int, int, i
     return pid, pidfd, out_r, err_r, res_r
 
 
-def _kill(pidfd: int, pid: int, uid: int | None, spec: dict[str, Any]) -> None:
+def kill(pidfd: int, pid: int, uid: int | None, spec: dict[str, Any]) -> None:
+    """Kill a fresh job's launcher, and with it the job."""
     # Killing the launcher tears down the job's PID namespace (the monitor's death signal); without one, kill the
     # session and every process of the job's uid.
     with contextlib.suppress(OSError):
@@ -209,40 +207,45 @@ def _kill(pidfd: int, pid: int, uid: int | None, spec: dict[str, Any]) -> None:
 
 
 def supervise(
-    pid: int, pidfd: int, fds: tuple[int, int, int], spec: dict[str, Any], start: float, *, reap: bool
-) -> dict[str, Any]:
-    """Collect capped output until the launcher ends or the deadline passes, kill what is left, return a result.
-
-    Any exception here (Ctrl-C included) kills the job before it propagates. `reap`: the launcher is our child.
-    """
-    limits, uid = spec["limits"], spec.get("uid")
+    fds: tuple[int, ...],
+    limits: dict[str, Any],
+    start: float,
+    kill: Callable[[], None],
+    *,
+    pidfd: int | None = None,
+    kill_on_error: bool = True,
+) -> tuple[CappedBuffer, CappedBuffer, list[bytes], bool]:
+    """Drain the job's stdout, stderr (capped) and result channels (`fds`, in that order) until all are closed
+    and, with `pidfd`, the launcher exited; `kill` at the backstop deadline (and on any exception, Ctrl-C
+    included, before it propagates, when `kill_on_error`). Returns (stdout, stderr, channel bytes, timed out).
+    Closes `fds` and `pidfd`."""
     bufs = {fds[0]: CappedBuffer(limits["max_output_bytes"]), fds[1]: CappedBuffer(limits["max_output_bytes"])}
-    res_buf = bytearray()
+    raw = {fd: bytearray() for fd in fds[2:]}
     sel = selectors.DefaultSelector()
     for fd in fds:
         sel.register(fd, selectors.EVENT_READ)
-    sel.register(pidfd, selectors.EVENT_READ)
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ)
     deadline = start + limits["timeout"] + KILL_GRACE
-    timed_out, exited, drain_until = False, False, float("inf")
+    timed_out, exited, drain_until = False, pidfd is None, float("inf")
     open_fds = set(fds)
     try:
-        # A pool job is over once its monitor closed the result pipe and its output is drained (the monitor is
-        # pid 1 of the job: its exit took every process of the job with it); a fresh one once the launcher exited.
-        while open_fds or (reap and not exited):
+        while open_fds or not exited:
             now = time.monotonic()
-            if not exited and now >= deadline:
+            if not timed_out and now >= deadline and (pidfd is None or not exited):
                 timed_out = True
-                _kill(pidfd, pid, uid, spec)
-                deadline = float("inf")
-            if exited and now >= drain_until:
+                kill()
+                if exited:  # nothing left to wait for but the pipes, which the kill closes
+                    drain_until = now + DRAIN_GRACE
+            if now >= drain_until:
                 break
-            wait = min(deadline, drain_until) - now
+            wait = (deadline if not timed_out else drain_until) - now
             for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
                 fd = int(key.fd)
                 if fd == pidfd:
                     exited = True
                     sel.unregister(pidfd)
-                    _kill(pidfd, pid, uid, spec)
+                    kill()
                     drain_until = time.monotonic() + DRAIN_GRACE
                     continue
                 data = os.read(fd, 1 << 20)
@@ -251,33 +254,55 @@ def supervise(
                     open_fds.discard(fd)
                 elif fd in bufs:
                     bufs[fd].feed(data)
-                elif len(res_buf) <= _protocol.RESULT_CAP + 4096:
-                    res_buf += data
+                elif len(raw[fd]) <= _protocol.RESULT_CAP + 4096:
+                    raw[fd] += data
     finally:
-        if not exited and (open_fds or reap):
-            _kill(pidfd, pid, uid, spec)
+        if kill_on_error and (open_fds or not exited):
+            kill()
         sel.close()
-        if not reap and not exited:
-            # The job's pipes reach EOF while its processes are still exiting; the monitor (pid 1 of the job's PID
-            # namespace) exits only once the kernel has torn every one of them down, so wait for that (bounded).
-            select.select([pidfd], [], [], MONITOR_EXIT_WAIT)
-        for fd in (*fds, pidfd):
+        for fd in (*fds, *([] if pidfd is None else [pidfd])):
             os.close(fd)
-        if reap:
-            os.waitpid(pid, 0)
-    wall = time.monotonic() - start
-    out = result_from(bytes(res_buf), timed_out, limits)
-    out_buf, err_buf = bufs[fds[0]], bufs[fds[1]]
+    return bufs[fds[0]], bufs[fds[1]], [bytes(raw[fd]) for fd in fds[2:]], timed_out
+
+
+def finish(
+    out: dict[str, Any], stdout: CappedBuffer, stderr: CappedBuffer, limits: dict[str, Any], start: float
+) -> dict[str, Any]:
+    """Add output and wall time to a result dict (and classify a MemoryError that struck while reporting)."""
     out.update(
-        stdout=out_buf.text(),
-        stderr=err_buf.text(),
-        stdout_truncated=out_buf.truncated,
-        stderr_truncated=err_buf.truncated,
-        wall_time=wall,
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        stdout_truncated=stdout.truncated,
+        stderr_truncated=stderr.truncated,
+        wall_time=time.monotonic() - start,
     )
     if out["status"] == "error" and "MemoryError" in out["stderr"] and "before reporting" in (out["error"] or ""):
         # MemoryError can strike while the job is reporting it: still a memory failure
         out.update(status="memory", error=f"address-space limit of {limits['memory_mb']} MB reached ({out['error']})")
+    return out
+
+
+def pool_result(value: bytes, status: bytes, timed_out: bool, limits: dict[str, Any]) -> dict[str, Any]:
+    """A pool job's result: the status from what its zygote observed (`status`), the value and the measures in
+    force from the job's own value pipe (whose first line the job wrote before running any untrusted code)."""
+    report = _protocol.parse(status.split(b"\n", 1)[0]) if status else None
+    first = _protocol.parse(value.split(b"\n", 1)[0]) if value else None
+    applied = first.get("applied") if first else None
+    isolation = [str(x) for x in applied] if isinstance(applied, list) else []
+    wait_status = _protocol.as_int((report or {}).get("wait_status"))
+    if report is None or wait_status is None:
+        # The zygote died (or was killed at the backstop deadline) before it could report
+        out: dict[str, Any] = {"isolation": isolation, "exit_code": None, "signal": None}
+        if timed_out:
+            out.update(status="timeout", error=f"wall-clock timeout of {limits['timeout']} s exceeded")
+        else:
+            out.update(status="killed", error="sandbox pool worker died")
+        return out
+    cpu = report.get("cpu_time")
+    cpu = float(cpu) if isinstance(cpu, int | float) else 0.0
+    out = _monitor.outcome(wait_status, value, report.get("timed_out") is True, cpu, limits)
+    out["max_rss_kb"] = out.pop("peak_rss_kb", None) or _protocol.as_int(report.get("peak_rss_kb")) or 0
+    out["isolation"] = isolation
     return out
 
 

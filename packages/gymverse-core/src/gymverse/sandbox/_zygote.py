@@ -1,14 +1,21 @@
-"""A zygote: a pre-imported interpreter that forks one launcher per job and never sees any job's data.
+"""A zygote: a pre-imported interpreter that supervises one pool worker's jobs and never sees any job's data.
 
-The host sends it, over a Unix socket, nothing but four pipe ends (SCM_RIGHTS); the zygote forks, the child
-becomes the job's launcher (`_monitor`) and reads its spec from the pipe *after* the fork. So a job's address
-space holds the preloaded modules and its own spec, never the source, files, output or return value of an earlier
-job: those only ever exist in the host, the previous job's own processes and their pipes.
+    host --socket: 5 pipe ends--> zygote (pid 1 of the worker's PID namespace) --fork, ahead of time--> job
 
-The zygote answers with a pidfd of the launcher (so the host can wait for and kill it without pid reuse races)
-and exits when its socket closes, i.e. when the host exits or dies; each launcher dies with the zygote. Each
-launcher is forked one job ahead and has already created its namespaces and monitor when its job arrives (the
-monitor then receives the job's pipes on a control socket), which keeps process start-up off the job's path.
+The zygote forks each job process *before* its job exists, so the fork is off the job's path and the new process
+holds nothing but the preloaded modules. When the job comes, the host sends the zygote five pipe ends (SCM_RIGHTS):
+the job's spec, stdout, stderr and value pipes, which go on to the waiting job process untouched, and a status pipe
+the zygote keeps. The job process reads its spec from the host's pipe itself, creates its own IPC and mount
+namespaces, mounts its limited tmpfs dirs and a fresh ``/proc``, drops to its own uid and runs the code (`_child`).
+Its value goes straight to the host; the zygote reports only what it observed itself: the job's exit status,
+rusage, and whether it hit its deadline. So no job's source, files, output or return value ever exists in the
+zygote's memory, nor, therefore, in any later job's.
+
+The zygote is pid 1 of the worker's PID namespace. When a job's main process exits (or its deadline passes, or
+the host closes the status pipe: host death, Ctrl-C, cancellation) it kills every other process in the namespace
+(``kill(-1)`` from pid 1 reaches nothing outside it), reaps them all and only then reports, so every process of a
+job is gone before its result exists; the next job process is forked only after that. The zygote exits when the
+host's socket closes, and when it dies for any reason the kernel kills everything in its namespace.
 """
 
 from __future__ import annotations
@@ -18,21 +25,27 @@ import gc
 import importlib
 import json
 import os
+import select
 import signal
 import socket
-import subprocess
 import sys
+import time
 from typing import Any
 
-from gymverse.sandbox import _child, _isolation, _monitor, _protocol, _supervise
+from gymverse.sandbox import _child, _isolation, _monitor, _protocol
 
-BOOT = _supervise.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.argv[2]))"
+#: The zygote's command line (argv: gymverse package dir, socket fd). It imports only what jobs need: every module
+#: here makes each job's fork and exit dearer (page tables), so host-side code stays in `pool`.
+BOOT = _child.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.argv[2]))"
+#: Pipe ends the host sends per job: spec (read), stdout, stderr, value (write) go on to the job; status stays.
+JOB_FDS = 5
+#: Where the prestarted job process keeps its control socket until its job arrives.
+CTL_FD = 3
 
 
 def main(sock_fd: int) -> None:
     """Zygote loop (entry point of the exec'd zygote; `sock_fd` is its end of the host's socket)."""
     sock = socket.socket(fileno=sock_fd)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # launchers are reaped by the kernel; the host has pidfds
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     init = json.loads(sock.recv(1 << 20))
     sys.path[:] = init["sys_path"]
@@ -43,88 +56,185 @@ def main(sock_fd: int) -> None:
     gc.collect()
     gc.freeze()
     inherited = ["zygote", *_namespaces(init["network"])]
-    if "userns" in inherited:
-        _own_pid_namespace()
+    if _own_pid_namespace():
+        inherited.append("pidns")
     sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
-    mounts = bool(init.get("mounts"))
-    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
-    ready = _prestart(sock, inherited, mounts, own_pidns)
+    ahead = init.get("mounts")  # the pool's mount plan and default limits, or None: no mount namespaces
+    job = _prestart(inherited, ahead)
     while True:
-        data, fds = _protocol.recv_fds(sock, 4)
-        if not data or len(fds) != 4:
-            return  # the host is gone (or spoke nonsense): stop, and every launcher dies with us
-        pid, pidfd, ctl = ready
-        # The waiting monitor takes the job's pipes; nothing of the job passes here. If that launcher died, the
-        # host sees its pidfd signal an exit and reports the job as killed.
-        with contextlib.suppress(OSError):
-            _protocol.send_fds(ctl, b"J", fds)
-        for fd in (*fds, ctl.detach()):
+        data, fds = _protocol.recv_fds(sock, JOB_FDS)
+        msg = _protocol.parse(data) if data else None
+        if msg is None or len(fds) != JOB_FDS:
+            return  # the host is gone (or spoke nonsense): stop, and everything in our namespace dies with us
+        start = time.monotonic()
+        pid, pidfd, ctl = job
+        with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
+            _protocol.send_fds(ctl, b"J", fds[:4])
+        ctl.close()
+        for fd in fds[:4]:
             os.close(fd)
-        _protocol.send_fds(sock, str(pid).encode(), [pidfd])
-        os.close(pidfd)
-        ready = _prestart(sock, inherited, mounts, own_pidns)  # the next job's is built while this one runs
+        timeout = msg.get("timeout")
+        deadline = start + (float(timeout) if isinstance(timeout, int | float) else 0.0)
+        uid = _protocol.as_int(msg.get("uid"))
+        report = _supervise_job(pid, pidfd, fds[4], deadline, uid)
+        with contextlib.suppress(OSError):  # the host may have given up on this job
+            _protocol.send(fds[4], report)
+        os.close(fds[4])
+        job = _prestart(inherited, ahead)
 
 
-def _prestart(
-    sock: socket.socket, inherited: list[str], mounts: bool, own_pidns: int
-) -> tuple[int, int, socket.socket]:
-    """Fork the next job's monitor ahead of time, as pid 1 of a fresh PID namespace; returns its pid, a pidfd
-    and its control socket."""
+def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> dict[str, Any]:
+    """Wait for job `pid` to exit, its deadline, or the host to close `status_w`; kill and reap every process of
+    the job; return what was observed."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(status_w, 0)  # POLLERR alone: the host closed its end (died, interrupted, gave up)
+    timed_out = cancelled = False
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            timed_out = True
+            break
+        events = poller.poll(wait * 1000 + 1)
+        if any(fd == pidfd for fd, _ in events):
+            break
+        if events:
+            cancelled = True
+            break
+    if timed_out or cancelled:
+        _kill_job(pid, uid)
+    _, status, usage = os.wait4(pid, 0)
+    os.close(pidfd)
+    _kill_job(pid, uid)  # the job is its main process: whatever it left behind dies with it
+    _reap()
+    return {
+        "wait_status": status,
+        "cpu_time": usage.ru_utime + usage.ru_stime,
+        "peak_rss_kb": usage.ru_maxrss,
+        "timed_out": timed_out,
+    }
+
+
+def _kill_job(pid: int, uid: int | None) -> None:
+    if os.getpid() == 1:  # everything in our PID namespace but ourselves: only this job's processes
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+        return
+    with contextlib.suppress(OSError):  # no PID namespace (fallback): the job's session and uid
+        os.killpg(pid, signal.SIGKILL)
+    if uid is not None:
+        _isolation.reap_uid(uid)
+
+
+def _reap() -> None:
+    # As pid 1 we inherit every orphan of the job; when none is left (ECHILD) the namespace holds only us.
+    # Outside a PID namespace only our own children are ours to wait for.
+    flags = 0 if os.getpid() == 1 else os.WNOHANG
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, flags)[0]:
+            pass
+
+
+def _prestart(inherited: list[str], ahead: dict[str, Any] | None) -> tuple[int, int, socket.socket]:
+    """Fork the next job's process ahead of its job; returns its pid, a pidfd and its control socket."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    me = os.getpid()
-    if _fresh_pid_namespace(own_pidns):
-        inherited = [*inherited, "pidns"]
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the launcher
-        code = 1
+    if pid == 0:  # pragma: no cover - the job process, still holding nothing of any job
+        code = _child.EXIT_SETUP
         try:
-            sock.close()
-            ours.close()
-            os.dup2(theirs.fileno(), _monitor.CTL_FD)
-            devnull = os.open(os.devnull, os.O_RDWR)
-            os.dup2(devnull, 0)
-            os.dup2(devnull, 1)
-            os.closerange(_monitor.CTL_FD + 1, 1 << 20)
-            _monitor.prestart(me, inherited, mounts)
+            os.dup2(theirs.fileno(), CTL_FD)
+            os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, the status pipe of the job before, ...
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+            _await_job(inherited, ahead)
         finally:
             os._exit(code)
     theirs.close()
     return pid, os.pidfd_open(pid), ours
 
 
-def _own_pid_namespace() -> None:
-    # In a user namespace we may only `setns` into PID namespaces that namespace owns, and ours is the host's:
-    # continue as pid 1 of a PID namespace of our own (the original process just waits and dies with it).
+def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
+    """In the prestarted job process: create the job's own namespaces and mount its private file systems (with
+    the pool's defaults) now, then wait for the job and run it."""
+    applied = list(inherited)
+    flags = _isolation.CLONE_NEWIPC | (_isolation.CLONE_NEWNS if ahead is not None else 0)
+    if sys.platform.startswith("linux"):
+        try:
+            _isolation.unshare(flags)
+            applied += ["ipcns", "mountns"] if ahead is not None else ["ipcns"]
+        except OSError:
+            with contextlib.suppress(OSError):
+                _isolation.unshare(_isolation.CLONE_NEWIPC)
+                applied.append("ipcns")
+    mounted = None
+    if ahead is not None and "mountns" in applied:
+        with contextlib.suppress(OSError):  # then the job's own spec gets mounted when it comes
+            _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
+            mounted = ahead
+    sock = socket.socket(fileno=CTL_FD)
+    _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
+    sock.close()
+    if len(fds) != 4:
+        return  # the zygote is gone
+    spec_fd, out_w, err_w, value_w = (_monitor.high_fd(fd) for fd in fds)
+    try:
+        spec = _monitor.read_spec(spec_fd)
+        sys.path[:] = spec["sys_path"]
+        if "mountns" not in applied:
+            spec["mounts"] = None
+        ready = mounted is not None and spec["mounts"] is not None and _fit_mounts(mounted, spec, applied)
+        _monitor.prepare_workdir(spec, applied, mounted=ready)
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            _protocol.send(value_w, {"applied": applied})
+            _protocol.send(value_w, {"error": f"sandbox setup failed: {exc!r}"})
+        return
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    os.dup2(value_w, 3)
+    os.closerange(4, 1 << 20)
+    _child.run_job(spec, 3, applied)
+
+
+def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str]) -> bool:
+    """Make the file systems mounted ahead (`mounted`: plan and limits) the job's; whether they now are. Other
+    tmpfs limits: remount with them; another plan (readable paths or `sys.path` changed): detach them all."""
+    roots = [root for root in mounted["plan"] if os.path.isdir(root)]
+    if spec["mounts"] != mounted["plan"]:
+        for root in reversed(roots):
+            _isolation.unmount(root)
+        applied.remove("private-tmp")
+        return False
+    options = _monitor.tmpfs_options(spec["limits"])
+    if options != _monitor.tmpfs_options(mounted["limits"]):
+        _isolation.remount_tmpfs(roots, options)
+    return True
+
+
+def _own_pid_namespace() -> bool:
+    """Continue as pid 1 of a new PID namespace (the original process just waits and dies with it); whether
+    that worked. Our jobs are then alone in it with us, and die with us."""
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         _isolation.unshare(_isolation.CLONE_NEWPID)
     except OSError:
-        return
+        return False
     pid = os.fork()
     if pid == 0:  # the zygote proper
         _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        return
+        return True
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
     os._exit(0)
 
 
-def _fresh_pid_namespace(own: int) -> bool:
-    """Make our next child pid 1 of a new PID namespace. `unshare(CLONE_NEWPID)` works once per process, but
-    pointing our children back at our own namespace first (`setns`) lets the zygote do it once per job, which
-    spares every job a launcher process."""
-    if own < 0:
-        return False
-    try:
-        _isolation.setns(own, _isolation.CLONE_NEWPID)
-        _isolation.unshare(_isolation.CLONE_NEWPID)
-    except OSError:
-        return False
-    return True
-
-
 def _namespaces(network: bool) -> list[str]:
-    # The network namespace is shared by the zygote's jobs (creating one costs milliseconds); every other
-    # namespace is per job. Non-root: a user namespace first, which grants the rest.
+    # The network namespace is shared by the zygote's jobs (creating one costs milliseconds); the PID namespace
+    # is the worker's; IPC and mount namespaces are per job. Non-root: a user namespace first, which grants the
+    # rest.
     applied: list[str] = []
     if not sys.platform.startswith("linux"):
         return applied
@@ -139,68 +249,3 @@ def _namespaces(network: bool) -> list[str]:
             _isolation.unshare(_isolation.CLONE_NEWNET)
             applied.append("netns")
     return applied
-
-
-class Zygote:
-    """Host handle of one zygote process."""
-
-    def __init__(self, preload: list[str], network: bool, mounts: bool = True) -> None:
-        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = host
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", BOOT, _supervise.package_dir(), str(child.fileno())],
-                stdin=subprocess.DEVNULL,
-                pass_fds=(child.fileno(),),
-                env=_supervise.SPAWN_ENV,
-                start_new_session=True,
-            )
-        finally:
-            child.close()
-        sys_path = [_supervise.package_root(), *(p for p in sys.path if p)]
-        init = {"sys_path": sys_path, "preload": preload, "network": network, "mounts": mounts}
-        host.sendall(json.dumps(init).encode())
-        host.settimeout(120.0)
-        try:
-            ready = json.loads(host.recv(1 << 16) or b"{}")
-        except (OSError, ValueError):
-            ready = {}
-        host.settimeout(None)
-        if not ready.get("ready"):
-            self.kill()
-            raise RuntimeError("sandbox pool zygote failed to start (see its stderr)")
-        self.isolation: list[str] = list(ready["isolation"])
-
-    def launch(self, spec: dict[str, Any]) -> tuple[int, int, int, int, int]:
-        """Have the zygote fork a launcher for `spec`; returns (pid, pidfd, stdout fd, stderr fd, result fd)."""
-        out_r, out_w = _supervise.output_pipe()
-        err_r, err_w = _supervise.output_pipe()
-        res_r, res_w = os.pipe()
-        spec_r, spec_w = os.pipe()
-        try:
-            _protocol.send_fds(self.sock, b"J", [spec_r, out_w, err_w, res_w])
-            data, fds = _protocol.recv_fds(self.sock, 1)
-            if not data or len(fds) != 1:
-                raise OSError("sandbox pool zygote died")
-        except BaseException:
-            for fd in (out_r, err_r, res_r, spec_w):
-                os.close(fd)
-            raise
-        finally:
-            for fd in (out_w, err_w, res_w, spec_r):
-                os.close(fd)
-        with os.fdopen(spec_w, "wb") as f:
-            f.write(json.dumps(spec).encode())
-        return int(data), fds[0], out_r, err_r, res_r
-
-    def alive(self) -> bool:
-        """Whether the zygote process still runs."""
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        """Stop the zygote; its launchers (and so their jobs) die with it."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()

@@ -1,25 +1,30 @@
 """`SandboxPool`: warm zygotes for many short sandboxed executions.
 
 Each zygote is a long-lived interpreter that has already imported what jobs need (``preload``) and never handles
-any job's data; a job's launcher is forked from it and only then reads its spec, so no job can find an earlier
-job's source, output or return value in its memory. From there the job is launched, isolated and limited exactly
-like a fresh `Sandbox` job on the ctypes path (own PID, IPC and mount namespaces, own uid, rlimits, private
-tmpfs work dir); the host supervises it in the calling thread. What the pool saves is interpreter start-up and
-imports.
+any job's data; each job's process is forked from it ahead of time and only then reads its spec, so no job can
+find an earlier job's source, output or return value in its memory. The job is isolated and limited like a fresh
+`Sandbox` job on the ctypes path (own IPC and mount namespaces, a PID namespace shared only with its zygote, own
+uid, rlimits, private tmpfs work dir); the host collects its output in the calling thread. What the pool saves is
+interpreter start-up and imports (see `_zygote`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import queue
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gymverse.sandbox import _supervise
-from gymverse.sandbox._zygote import Zygote
+from gymverse.sandbox import _protocol, _supervise
+from gymverse.sandbox._zygote import BOOT
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
 from gymverse.sandbox.runner import _SpecRunner, isolation_support
 
@@ -55,7 +60,8 @@ class SandboxPool(_SpecRunner):
             self._idle.put(self._add_zygote())
 
     def _add_zygote(self) -> Zygote:
-        zygote = Zygote(self.preload, self.limits.network, self._mounts_ok)
+        ahead = {"plan": _supervise.mount_plan(self.readable_paths), "limits": self.limits.to_spec()}
+        zygote = Zygote(self.preload, self.limits.network, ahead if self._mounts_ok else None)
         with self._lock:
             if self._closed:
                 zygote.kill()
@@ -93,14 +99,20 @@ class SandboxPool(_SpecRunner):
         zygote = self._acquire()
         try:
             try:
-                pid, pidfd, out_r, err_r, res_r = zygote.launch(spec)
+                fds = zygote.launch(spec)
             except OSError:
                 zygote.kill()
                 return SandboxResult(
                     status="killed", error="sandbox pool worker died", wall_time=time.monotonic() - start
                 )
-            result = _supervise.supervise(pid, pidfd, (out_r, err_r, res_r), spec, start, reap=False)
-            return SandboxResult.from_dict(result)
+            # The zygote enforces the deadline; killing it is the backstop (its namespace dies with it). Leaving
+            # (Ctrl-C, a StepTimeout) closes the status pipe, on which the zygote kills the job.
+            limits = spec["limits"]
+            out, err, (value, status), timed_out = _supervise.supervise(
+                fds, limits, start, zygote.kill, kill_on_error=False
+            )
+            result = _supervise.pool_result(value, status, timed_out, limits)
+            return SandboxResult.from_dict(_supervise.finish(result, out, err, limits, start))
         finally:
             self._release(zygote)
             _supervise.cleanup(spec)
@@ -123,3 +135,71 @@ class SandboxPool(_SpecRunner):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Zygote:
+    """Host handle of one zygote process (see `_zygote`)."""
+
+    def __init__(self, preload: list[str], network: bool, mounts: dict[str, Any] | None = None) -> None:
+        """Start a zygote; `mounts` (``{"plan", "limits"}``, the pool's mount plan and default limits) gives each
+        job its own mount namespace, mounted ahead of the job; None: no mount namespaces."""
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = host
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", BOOT, _supervise.package_dir(), str(child.fileno())],
+                stdin=subprocess.DEVNULL,
+                pass_fds=(child.fileno(),),
+                env=_supervise.SPAWN_ENV,
+                start_new_session=True,
+            )
+        finally:
+            child.close()
+        sys_path = [_supervise.package_root(), *(p for p in sys.path if p)]
+        init = {"sys_path": sys_path, "preload": preload, "network": network, "mounts": mounts}
+        host.sendall(json.dumps(init).encode())
+        host.settimeout(120.0)
+        try:
+            ready = json.loads(host.recv(1 << 16) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
+        host.settimeout(None)
+        if not ready.get("ready"):
+            self.kill()
+            raise RuntimeError("sandbox pool zygote failed to start (see its stderr)")
+        self.isolation: list[str] = list(ready["isolation"])
+
+    def launch(self, spec: dict[str, Any]) -> tuple[int, int, int, int]:
+        """Hand `spec` to the zygote's waiting job process; returns (stdout, stderr, value, status) read ends."""
+        out_r, out_w = _supervise.output_pipe()
+        err_r, err_w = _supervise.output_pipe()
+        value_r, value_w = os.pipe()
+        status_r, status_w = os.pipe()
+        spec_r, spec_w = os.pipe()
+        try:
+            head = {"timeout": spec["limits"]["timeout"], "uid": spec.get("uid")}
+            _protocol.send_fds(self.sock, json.dumps(head).encode(), [spec_r, out_w, err_w, value_w, status_w])
+        except BaseException:
+            for fd in (out_r, err_r, value_r, status_r, spec_w):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w, value_w, status_w, spec_r):
+                os.close(fd)
+        # The job process reads it all before anything else; if it died, the write fails and the zygote reports
+        # the death on the status pipe.
+        with contextlib.suppress(BrokenPipeError), os.fdopen(spec_w, "wb") as f:
+            f.write(json.dumps(spec).encode())
+        return out_r, err_r, value_r, status_r
+
+    def alive(self) -> bool:
+        """Whether the zygote process still runs."""
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Stop the zygote; its jobs die with it."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

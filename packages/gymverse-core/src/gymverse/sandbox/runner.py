@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -84,7 +86,13 @@ def execute(
     _supervise.prepare(spec, dict(files or {}), bwrap or mounts_available(spec))
     try:
         pid, pidfd, out_r, err_r, res_r = _supervise.spawn_exec(spec, bwrap)
-        result = _supervise.supervise(pid, pidfd, (out_r, err_r, res_r), spec, start, reap=True)
+        limits = spec["limits"]
+        try:
+            kill = functools.partial(_supervise.kill, pidfd, pid, spec.get("uid"), spec)
+            out, err, (res,), timed_out = _supervise.supervise((out_r, err_r, res_r), limits, start, kill, pidfd=pidfd)
+        finally:
+            os.waitpid(pid, 0)
+        result = _supervise.finish(_supervise.result_from(res, timed_out, limits), out, err, limits, start)
         if not bwrap and result["isolation"]:
             result["isolation"].insert(0, "ctypes")
         return SandboxResult.from_dict(result)
