@@ -126,7 +126,11 @@ def summarize(arm: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "success_last": {e: [window(r["metrics"], e, True) for r in runs] for e in envs},
         "return_first": {e: [window(r["metrics"], e, False, "return_by_env") for r in runs] for e in envs},
         "return_last": {e: [window(r["metrics"], e, True, "return_by_env") for r in runs] for e in envs},
-        "levels": {e: [r["metrics"][-1]["levels"].get(e) for r in runs] for e in envs},
+        # level after the last step; without evolution the curriculum reports none, so the one in effect
+        "levels": {
+            e: [r["metrics"][-1]["levels"].get(e, int(r["metrics"][-1]["complexity_by_env"][e])) for r in runs]
+            for e in envs
+        },
         "level_changes": [sum(len(x["level_changes"]) for x in r["metrics"]) for r in runs],
         "tokens_per_s": statistics.median(x["tokens_per_s"] for r in runs for x in r["metrics"]),
         "step_s": statistics.median(x["step_s"] for r in runs for x in r["metrics"]),
