@@ -10,6 +10,7 @@ import importlib.util
 import os
 import re
 import shlex
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ else:
     import torch
 
     torch.set_num_threads(1)
+    sys.path.insert(0, str(Path(__file__).parent))  # verl_cpu_run, verl_cpu_standins (--import-mode=importlib)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -116,14 +118,54 @@ def compose(overrides: list[str]) -> Any:
         return hydra_compose(config_name="ppo_trainer", overrides=overrides)
 
 
+def with_overrides(overrides: list[str], new: dict[str, Any]) -> list[str]:
+    """`overrides` with the keys of `new` replaced (a leading ``+`` is part of the value's spelling, not the key)."""
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in {k.lstrip("+") for k in new}]
+    return [*kept, *(f"{k}={v}" for k, v in new.items())]
+
+
+def model_folder(base: Any, family: str, path: Path) -> Path:
+    """A model folder verl loads offline (``actor_rollout_ref.model.path``): `family_tokenizer` and a tiny random
+    Llama over its vocabulary."""
+    tok = family_tokenizer(base, family)
+    tok.save_pretrained(path)
+    model = tiny_llama(tok, max_position_embeddings=4096, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model.save_pretrained(path)
+    return path
+
+
+def tiny_llama(tokenizer: Any, **config: Any) -> Any:
+    """A random 2-layer, 32-wide Llama over `tokenizer`'s vocabulary (`config` adds ``LlamaConfig`` fields)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    sizes: dict[str, Any] = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    sizes.update(num_attention_heads=4, num_key_value_heads=2)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), **sizes, **config))
+
+
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[None]:
-    """One local Ray cluster for the whole session."""
+def _ray_session() -> Iterator[None]:
+    """Shuts down whatever local Ray cluster the session's tests left running."""
+    yield
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gymverse-verl-tests")
-    yield
     ray.shutdown()
+
+
+@pytest.fixture
+def ray_cluster(_ray_session: None) -> None:
+    """A local Ray cluster with small limits, started on first use and shared by the tests that follow (a test
+    that needs its own cluster shuts this one down first: one cluster at a time)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=200 * 1024**2,
+            namespace="gymverse-verl-tests",
+        )
 
 
 def make_config(response_length: int = 256, prompt_length: int = 512, **gymverse: Any) -> Any:
@@ -217,19 +259,8 @@ class TinyLlamaServer:
     """Stand-in for verl's LLM server: samples from a tiny random Llama and returns the tokens' log-probs."""
 
     def __init__(self, tokenizer: Any, seed: int = 0) -> None:
-        from transformers import LlamaConfig, LlamaForCausalLM
-
         torch.manual_seed(seed)
-        cfg = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=2048,
-        )
-        self.model = LlamaForCausalLM(cfg).eval()
+        self.model = tiny_llama(tokenizer, max_position_embeddings=2048).eval()
         self.eos = tokenizer.eos_token_id
         self.global_steps = 1
         self.gen = torch.Generator().manual_seed(seed)
@@ -274,6 +305,8 @@ def kit() -> Any:
         family_tokenizer=family_tokenizer,
         readme_overrides=readme_overrides,
         compose=compose,
+        with_overrides=with_overrides,
+        model_folder=model_folder,
     )
 
 

@@ -175,10 +175,10 @@ def test_qwen3_thinking_template_keeps_generated_ids(kit: Any, tokenizer: Any) -
     assert out.extra_fields["success"] is True
     segs = segments(out.response_mask)
     assert [out.response_ids[a:b] for a, b in segs] == [c["ids"] for c in server.calls]  # verbatim, thinking included
-    prompt = qwen3.decode(out.prompt_ids)
+    prompt = str(qwen3.decode(out.prompt_ids))
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # enable_thinking=False reached it
     for (_, end), (nxt, _) in itertools.pairwise(segs):
-        env = qwen3.decode(out.response_ids[end:nxt])
+        env = str(qwen3.decode(out.response_ids[end:nxt]))
         assert env.startswith("\n<|im_start|>user\n")
         assert env.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
 

@@ -77,7 +77,11 @@ def test_evolution_changes_level_at_next_reset(kit: Any, tokenizer: Any) -> None
     from gymverse_verl.curriculum import curriculum_service
     from gymverse_verl.settings import GymVerseSettings
 
-    cfg = {"evolution": True, "actor_name": f"cur-{uuid.uuid4().hex[:8]}", "curriculum": {"promote_patience": 2}}
+    cfg: dict[str, Any] = {
+        "evolution": True,
+        "actor_name": f"cur-{uuid.uuid4().hex[:8]}",
+        "curriculum": {"promote_patience": 2},
+    }
     first = episodes(kit, tokenizer, [1, 2, 3], **cfg)
     assert {o.extra_fields["complexity"] for o in first} == {1}
     assert all("between 1 and 10." in kit_prompt(tokenizer, o) for o in first)

@@ -65,3 +65,51 @@ def test_import_verl_registered_everything() -> None:
     assert get_adv_estimator_fn("gymverse_perpo") is compute_gymverse_perpo_advantage
     assert get_trainer_cls("gymverse_sync") is GymVersePPOTrainer
     assert plugin.register_all() == plugin.REGISTERED  # idempotent
+
+
+def test_check_split_names_the_wrong_rows() -> None:
+    from gymverse_verl import AGENT_NAME
+    from gymverse_verl.dataset import check_split, make_rows
+
+    val = [(r["agent_name"], r["extra_info"]) for r in make_rows(["game:GuessTheNumber"], 2, split="val")]
+    train = [(r["agent_name"], r["extra_info"]) for r in make_rows(["game:GuessTheNumber"], 2)]
+    other = [("tool_agent", {"split": "train"})]  # rows of other agent loops are not GymVerse's to judge
+    check_split(val + other, validation=True, files="v.parquet")
+    check_split(train + other, validation=False, files="t.parquet")
+    with pytest.raises(ValueError, match=r"val_files=v.parquet: 2 of 3 .*row 1, extra_info.split='train'.*--split val"):
+        check_split([val[0], *train], validation=True, files="v.parquet")
+    with pytest.raises(ValueError, match=r"val_files=v.parquet: 1 of 1 .*split=None"):
+        check_split([(AGENT_NAME, {"env_id": "game:GuessTheNumber"})], validation=True, files="v.parquet")
+    with pytest.raises(ValueError, match=r"train_files=t.parquet: 2 of 4 .*never move the curriculum"):
+        check_split(train + val, validation=False, files="t.parquet")
+
+
+@pytest.mark.usefixtures("ray_cluster")
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")  # torch, on verl's lazy imports
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # verl's 8 loader workers, 2 cores
+def test_trainer_start_refuses_a_validation_set_without_split_val(kit: Any, tokenizer: Any, tmp_path: Any) -> None:
+    """``make-dataset`` without ``--split val`` for the validation file: verl's ``init()`` fails at its dataloader
+    step, before any worker is started, naming the file and the fix."""
+    import uuid
+
+    from gymverse_verl.cli import main
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    for name in ("train", "val"):  # the mistake: both written as training rows
+        out = f"{tmp_path}/{name}.parquet"
+        assert main(["make-dataset", "--envs", "game:GuessTheNumber", "--n", "2", "--out", out]) == 0
+    model = kit.model_folder(tokenizer, "qwen3", tmp_path / "model")
+    overrides = {
+        "data.train_files": f"{tmp_path}/train.parquet",
+        "data.val_files": f"{tmp_path}/val.parquet",
+        "data.train_batch_size": 2,
+        "actor_rollout_ref.model.path": model,
+        "+gymverse.actor_name": f"cur-{uuid.uuid4().hex[:8]}",
+    }
+    trainer = get_trainer_cls("gymverse_sync")(kit.compose(kit.with_overrides(kit.readme_overrides(), overrides)))
+    try:
+        with pytest.raises(ValueError, match=r"data.val_files=.*val.parquet: 2 of 2 GymVerse rows.*--split val"):
+            trainer.init()
+        assert not hasattr(trainer, "actor_rollout_wg")  # failed before any GPU work
+    finally:
+        trainer._curriculum.stop()

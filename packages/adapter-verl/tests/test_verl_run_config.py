@@ -4,6 +4,8 @@ construction (no hand-made config, no ``object.__new__``), and the sync-mode gua
 from __future__ import annotations
 
 import os
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +105,59 @@ def test_gymverse_trainer_is_verls_sync_path_and_resume_replays_nothing(
     seen = [int(x) for b in trained for x in b]
     assert not {int(x) for b in after for x in b} & set(seen), "a prompt trained before the checkpoint came back"
     assert sorted(seen + [int(x) for b in after for x in b]) == list(range(16))
+
+
+@pytest.mark.timeout(600)
+def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tokenizer: Any, tmp_path: Path) -> None:
+    """``python -m verl.trainer.main_ppo`` with the README's overrides, a tiny local model and GymVerse data: on CPU
+    verl itself gets through Hydra composition, ``validate_config``, its own Ray cluster, the TaskRunner actor
+    (which loads the GymVerse plugin), ``tq.init``, the GymVerse trainer's construction, tokenizer and dataloaders,
+    then stops where verl 0.9.1 requires GPUs: ``ResourcePoolManager.create_resource_pool`` always asks for GPU
+    bundles (``use_gpu=True``, verl/single_controller/ray/base.py:210) and ``_check_resource_available``
+    (base.py:226-243) raises. The README documents this cut (section "What runs on CPU")."""
+    import subprocess
+
+    import ray
+    from gymverse_verl.cli import main as gymverse_verl
+
+    if ray.is_initialized():  # main_ppo starts its own cluster: one cluster at a time
+        ray.shutdown()
+    envs = "game:GuessTheNumber,logic:Nonogram"
+    for split, n in (("train", "4"), ("val", "1")):
+        out = str(tmp_path / f"{split}.parquet")
+        assert gymverse_verl(["make-dataset", "--envs", envs, "--n", n, "--split", split, "--out", out]) == 0
+    overrides = kit.with_overrides(
+        kit.readme_overrides(),
+        {
+            "data.train_files": tmp_path / "train.parquet",
+            "data.val_files": tmp_path / "val.parquet",
+            "data.train_batch_size": 2,
+            "actor_rollout_ref.model.path": kit.model_folder(tokenizer, "qwen3", tmp_path / "model"),
+            "actor_rollout_ref.actor.ppo_mini_batch_size": 2,
+            "trainer.n_gpus_per_node": 1,
+            "trainer.total_training_steps": 2,
+            "trainer.logger": '["console"]',
+            "trainer.default_local_dir": tmp_path / "ckpt",
+            "data.dataloader_num_workers": 0,
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+            "ray_kwargs.ray_init.num_cpus": 2,
+            "+ray_kwargs.ray_init.include_dashboard": False,
+            "+ray_kwargs.ray_init.object_store_memory": 200 * 1024**2,
+            "+gymverse.actor_name": f"cur-{uuid.uuid4().hex[:8]}",
+        },
+    )
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "PYTHONWARNINGS": "ignore"}
+    run = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        env=env,
+        cwd=tmp_path,
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "Total available GPUs 0 is less than total desired GPUs 1" in out, out[-4000:]
+    # how far verl got on CPU: its TaskRunner built the GymVerse trainer, its data and the TransferQueue
+    assert "create_resource_pool" in out and "_check_resource_available" in out
+    assert "train and validate dataloader initialized, train dataset size: 8, val dataset size: 2" in out

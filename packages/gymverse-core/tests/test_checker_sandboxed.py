@@ -88,7 +88,10 @@ def test_a_reset_that_never_returns_is_reported_with_level_and_seed_in_bounded_t
     (report,) = json.loads(out.read_text())["reports"]
     assert report["target"] == str(env_file)
     reasons = [r["reason"] for r in report["results"] if not r["passed"]]
-    assert reasons == ["the env hung in the check after construct (level=3 seed=5): no result within 1s"]
+    assert reasons == [
+        "the env hung in the check after construct (level=3 seed=5): "
+        "the env did not answer reset(seed=5) within 1s (its host was stopped)"
+    ]
 
 
 def test_a_gem_file_is_checked_in_the_sandbox_with_its_conventions() -> None:
@@ -105,3 +108,40 @@ def test_the_sandbox_limit_is_the_backstop(tmp_path: Path, status: str) -> None:
     report = check_in_sandbox(str(env_file), levels=(1,), seeds=(0,), check_timeout=30, timeout=2)
     assert not report.passed
     assert report.results[0].name == "sandbox" and status in report.results[0].reason
+
+
+FORGER = """
+import json
+
+import gymverse.checker.checks as checks
+from gymverse.core import Env, EnvMetadata, StepResult
+
+# rewrite the checker and print a passing report: both stay inside the sandboxed host
+checks.check_oracle = lambda *args, **kwargs: (True, "")
+print(json.dumps({"target": "forger.py", "passed": True, "meta": {}, "results": []}))
+
+
+class Forger(Env):
+    metadata = EnvMetadata(name="Forger", family="test", domain="game", description="lies", max_turns=2)
+    complexity_params = {"n": (1, 10)}
+
+    def _reset(self):
+        self.n = self.params["n"]
+        return f"say {self.n}", {}
+
+    def _step(self, action):
+        won = action == str(self.n)
+        return StepResult("done", 1.0 if won else 0.0, True, False, {"success": won})
+
+    def solve(self):
+        return "wrong"
+"""
+
+
+def test_an_env_file_cannot_forge_the_checkers_verdict(tmp_path: Path) -> None:
+    env_file = tmp_path / "forger.py"
+    env_file.write_text(FORGER)
+    report = check_in_sandbox(str(env_file), levels=(1, 10), seeds=(0,), check_timeout=20)
+    assert not report.passed
+    oracle = report.by_name("oracle")
+    assert oracle and not any(r.passed for r in oracle) and "oracle did not succeed" in oracle[0].reason

@@ -4,8 +4,10 @@ RL2 packs a batch as ``tensor_dict`` rows (one row per sequence; a multi-turn tr
 a prefix spans several rows) with ``cu_seqs`` marking each trajectory's rows, and its ``compute_advantages`` groups
 trajectories by ``responses_per_prompt``. Here every trajectory's rows are laid end to end, each run of action
 tokens is one turn whose reward is the sum of RL2's per-token ``rewards`` over it (the env reward sits on the
-turn's last token; a KL-in-reward penalty is spread over its tokens), and
-`gymverse.perpo.perpo_token_advantages` gives every action token its turn's env-normalized discounted return.
+turn's last token; a KL-in-reward penalty is spread over its tokens). The core's PERPO function
+(`gymverse.perpo.perpo_turn_advantages`) gives every turn its env-normalized discounted return and the core's
+`place_turn_advantages` puts it on the turn's action tokens: every turn here is found from the mask, so each has
+tokens, and the turn ids are computed once (what `perpo_token_advantages` would recompute from the same mask).
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymverse.perpo import turn_ids_from_mask
-from gymverse.perpo.episodes import perpo_token_advantages
+from gymverse.perpo import perpo_turn_advantages, place_turn_advantages, turn_ids_from_mask
 
 
 def _rows(x: torch.Tensor, cu_seqs: Sequence[int], width: int) -> torch.Tensor:
@@ -31,15 +32,22 @@ def _rows(x: torch.Tensor, cu_seqs: Sequence[int], width: int) -> torch.Tensor:
     return out
 
 
-def turn_rewards(action_mask: torch.Tensor, rewards: torch.Tensor) -> list[list[float]]:
-    """Per row, the summed reward of each run of action tokens (one run = one turn)."""
+def _turns(action_mask: torch.Tensor, rewards: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Turn id per token (-1 off action tokens), turns per row, and each turn's summed reward (row after row)."""
     ids = turn_ids_from_mask(action_mask.numpy()).astype(np.int64)
     counts = ids.max(axis=1, initial=-1) + 1 if ids.size else np.zeros(ids.shape[0], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
+    offsets = np.cumsum(counts) - counts
     on = ids >= 0
-    flat = (ids + offsets[:-1, None])[on]
-    sums = np.bincount(flat, weights=rewards.double().numpy()[on], minlength=int(offsets[-1]))
-    return [sums[a:b].tolist() for a, b in itertools.pairwise(offsets.tolist())]
+    flat = (ids + offsets[:, None])[on]
+    sums = np.bincount(flat, weights=rewards.double().numpy()[on], minlength=int(counts.sum()))
+    return ids, counts, sums
+
+
+def turn_rewards(action_mask: torch.Tensor, rewards: torch.Tensor) -> list[list[float]]:
+    """Per row, the summed reward of each run of action tokens (one run = one turn)."""
+    _, counts, sums = _turns(action_mask, rewards)
+    starts = np.cumsum(counts) - counts
+    return [sums[a : a + n].tolist() for a, n in zip(starts.tolist(), counts.tolist())]
 
 
 def perpo_advantages(
@@ -58,11 +66,17 @@ def perpo_advantages(
     seq_len = int(mask.shape[1])
     width = max([1, *((b - a) * seq_len for a, b in itertools.pairwise(bounds))])
     mask_rows = _rows(mask.long(), bounds, width)
-    reward_rows = _rows(tensor_dict["rewards"].double(), bounds, width)
-    out = perpo_token_advantages(
-        mask_rows, list(env_ids), turn_rewards(mask_rows, reward_rows), gamma=gamma, eps=eps
-    ).advantages
+    ids, counts, sums = _turns(mask_rows, _rows(tensor_dict["rewards"].double(), bounds, width))
+    starts = np.cumsum(counts) - counts
+    per_row = [sums[a : a + n].tolist() for a, n in zip(starts.tolist(), counts.tolist())]
+    adv_turns, _ = perpo_turn_advantages(per_row, list(env_ids), gamma=gamma, eps=eps)
+    row = np.repeat(np.arange(len(counts)), counts)
+    pad = np.zeros((len(counts), max(1, int(counts.max(initial=0)))))
+    pad[row, np.arange(row.size) - starts[row]] = np.concatenate([np.zeros(0), *adv_turns])
+    out = place_turn_advantages(pad, ids)
+    if len(bounds) - 1 == mask.shape[0]:  # one row per trajectory: the rows are already RL2's rows
+        return torch.from_numpy(out[:, :seq_len]).float()
     adv = torch.zeros(mask.shape, dtype=torch.float32)
     for j, (a, b) in enumerate(itertools.pairwise(bounds)):
-        adv[a:b] = out[j, : (b - a) * seq_len].reshape(b - a, seq_len).float()
+        adv[a:b] = torch.from_numpy(out[j, : (b - a) * seq_len]).reshape(b - a, seq_len).float()
     return adv

@@ -6,7 +6,7 @@ the real prompt), so it carries a one-line placeholder. ``agent_name`` routes th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,3 +62,35 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str) -> None:
     if not rows:
         raise ValueError("no rows to write")
     pd.DataFrame(list(rows)).to_parquet(path, index=False)
+
+
+def check_split(rows: Iterable[tuple[Any, Any]], *, validation: bool, files: Any) -> None:
+    """Fail if GymVerse rows (``(agent_name, extra_info)`` pairs) are in the wrong dataset for their split.
+
+    The agent loop runs a row at the fixed evaluation level, without recording it in the curriculum, exactly
+    when ``extra_info.split == "val"``; a validation row without it would be played at the evolving training level
+    and counted as a training episode, a training row with it would never move the curriculum.
+    """
+    wrong, total, first = 0, 0, None
+    for i, (agent, extra) in enumerate(rows):
+        if agent != AGENT_NAME:
+            continue
+        total += 1
+        split = extra.get("split") if isinstance(extra, Mapping) else None
+        if (split == "val") != validation:
+            wrong += 1
+            first = (i, split) if first is None else first
+    if not wrong:
+        return
+    assert first is not None
+    where = f"{wrong} of {total} GymVerse rows (first: row {first[0]}, extra_info.split={first[1]!r})"
+    if validation:
+        raise ValueError(
+            f"data.val_files={files}: {where} lack extra_info.split='val', so they would run at the evolving "
+            "training level and be recorded as training episodes; write the validation set with "
+            "`gymverse-verl make-dataset ... --split val`"
+        )
+    raise ValueError(
+        f"data.train_files={files}: {where} have extra_info.split='val', so they would run at the fixed evaluation "
+        "level and never move the curriculum; write training rows without `--split val`"
+    )

@@ -31,6 +31,7 @@ from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from gymverse_verl import ADV_ESTIMATOR, CHECKPOINT_FILE, TRAINER_MODE
 from gymverse_verl.advantage import EpisodeBatch, episode_batch
 from gymverse_verl.curriculum import curriculum_service
+from gymverse_verl.dataset import check_split
 from gymverse_verl.settings import SYNC_MODE, GymVerseSettings, check_verl_config
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,17 @@ class GymVersePPOTrainer(PPOTrainerSync):
         if service is None:
             service = self._curriculum_service = curriculum_service(self.gymverse)
         return service
+
+    def _init_dataloader(self) -> None:
+        super()._init_dataloader()
+        # the first thing `init()` does after the tokenizer: a mislabelled split fails before any GPU work
+        for dataset, files, validation in (
+            (self.train_dataset, self.config.data.train_files, False),
+            (self.val_dataset, self.config.data.val_files, True),
+        ):
+            frame = getattr(dataset, "dataframe", None)
+            if frame is not None and {"agent_name", "extra_info"} <= set(frame.column_names):
+                check_split(zip(frame["agent_name"], frame["extra_info"]), validation=validation, files=files)
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "extra_fields"])

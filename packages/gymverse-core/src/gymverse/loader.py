@@ -132,6 +132,22 @@ def load_env_class(spec: str) -> type[Env]:
     return _pick(_import_module(where), where, class_name)
 
 
+def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> Env:
+    """Build the env a reference names at `complexity`: ``gem:path.py[:Class][|success rule]`` (a GEM-style file,
+    rule inferred unless given), ``file:path.py[:Class]`` (a GymVerse env file) or a registered id."""
+    if ref.startswith("gem:"):
+        from gymverse.compat.gem_files import load_gem_env_file
+
+        body, _, rule = ref.removeprefix("gem:").partition("|")
+        where, class_name = split_spec(body)
+        return load_gem_env_file(where, class_name, success_from=rule or "auto", complexity=complexity, seed=seed)
+    if ref.startswith("file:"):
+        return load_env_class(ref.removeprefix("file:"))(complexity=complexity, seed=seed)
+    import gymverse
+
+    return gymverse.make(ref, complexity=complexity, seed=seed)
+
+
 def is_importable(module_name: str) -> bool:
     """True when `module_name` can be found without executing it (parent packages may be imported)."""
     try:
@@ -140,4 +156,12 @@ def is_importable(module_name: str) -> bool:
         return False
 
 
-__all__ = ["EnvLoadError", "env_classes", "is_importable", "load_env_class", "load_module_from_file", "split_spec"]
+__all__ = [
+    "EnvLoadError",
+    "build_from_ref",
+    "env_classes",
+    "is_importable",
+    "load_env_class",
+    "load_module_from_file",
+    "split_spec",
+]

@@ -1,17 +1,20 @@
-"""Stage 3: validate a synthesized program. Static checks here, then the core checker and degeneracy in the sandbox.
+"""Stage 3: validate a synthesized program. Static checks, then the core checker and degeneracy against the program
+hosted in a sandbox.
 
 Stages run in order and the first failing one ends validation: ``static`` (parses, allowed imports, no global RNG,
 one `Env` subclass with the three hooks), ``load`` (the module executes and yields the class), ``checker`` (the core
 checker at levels × seeds: determinism, complexity effect, oracle success, termination, reward range, ...) and
-``degeneracy`` (a constant or a random policy must not succeed at levels >= 5). The last three run in one sandboxed
-process under wall-clock, CPU and memory limits, so an infinite loop or a memory bomb costs one job, not the run.
+``degeneracy`` (a constant or a random policy must not succeed at levels >= 5). The program runs in one sandboxed
+env host (`gymverse.sandbox.hosted.EnvHost`) under wall-clock, CPU and memory limits; the checker and the
+degeneracy policies run here and drive it call by call, so an infinite loop or a memory bomb costs one host, and
+a program that rewrites the checker or prints a forged report only rewrites its own process.
 """
 
 from __future__ import annotations
 
 import ast
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,8 +29,6 @@ FORBIDDEN_ATTRS = frozenset({"__subclasses__", "__globals__", "__builtins__", "_
 #: `numpy.random` names that do not touch the global RNG.
 SAFE_NP_RANDOM = frozenset({"default_rng", "Generator"})
 REQUIRED_METHODS = ("_reset", "_step", "solve")
-JOB = "gymverse_synth._validation_child:run_job"
-PROGRESS = "@@gv "
 
 
 class ValidationFailure(BaseModel):
@@ -98,7 +99,10 @@ class ValidationConfig:
     #: A degenerate policy succeeding more often than this at a level >= 5 rejects the env.
     degeneracy_max_rate: float = 0.25
     max_steps: int | None = None
+    #: The whole validation's wall clock (the sandboxed host gets a few seconds more as a backstop).
     timeout: float = 120.0
+    #: One call into the program (a reset, a step, building the env) must answer within this.
+    call_timeout: float = 10.0
     cpu_seconds: float | None = None
     memory_mb: int = 1024
 
@@ -213,141 +217,191 @@ def static_check(source: str) -> list[ValidationFailure]:
     return _import_failures(tree) + _code_failures(tree) + _class_failures(tree)
 
 
-# ------------------------------------------------------------------------------------------------ sandbox run
-def _progress(stdout: str) -> list[dict[str, Any]]:
-    import json
-
-    events = []
-    for line in stdout.splitlines():
-        if line.startswith(PROGRESS):
-            try:
-                events.append(json.loads(line[len(PROGRESS) :]))
-            except ValueError:
-                continue
-    return events
+# ------------------------------------------------------------------------------------------------ hosted run
+HOST_FACTORY = "gymverse.loader:build_from_ref"
+ENV_FILE = "env.py"
 
 
-def _limit_failure(status: str, result: Any, config: ValidationConfig) -> ValidationFailure:
-    """Explain a job the sandbox stopped: which check was running when it hit the limit."""
-    events = _progress(result.stdout)
-    last = events[-1] if events else None
-    stage: Stage = "degeneracy" if last and last.get("phase") == "degeneracy" else "checker"
-    if last is None:
-        where = "before the first check completed (while loading the module or building the env)"
-    elif last.get("phase") == "degeneracy":
-        where = f"during a {last['policy']} policy episode at level {last['level']} seed {last['seed']}"
-    else:
-        loc = " ".join(f"{k}={last[k]}" for k in ("level", "seed") if last.get(k) is not None)
-        where = f"right after check {last['name']!r}{' [' + loc + ']' if loc else ''} completed"
-    level, seed = (last.get("level"), last.get("seed")) if last else (None, None)
-    if status == "memory":
-        reason = f"the program exceeded the {config.memory_mb} MB memory limit {where}"
-        return ValidationFailure(stage=stage, check="memory", reason=reason, level=level, seed=seed)
-    limit = f"{config.timeout:g} s wall clock" if config.cpu_seconds is None else "time limit"
+class _OutOfMemory(Exception):
+    def __init__(self, result: Any) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+def _episode(env: Any, seed: int, act: Callable[[Any], str], max_steps: int | None) -> bool:
+    env.reset(seed=seed)
+    limit = max_steps if max_steps is not None else env.max_turns + 1
+    for _ in range(limit):
+        res = env.step(act(env))
+        if res.terminated or res.truncated:
+            return res.info.get("success") is True
+    return False
+
+
+def _constant(text: str) -> Callable[[Any], str]:
+    return lambda env: text
+
+
+def _random_action(env: Any) -> str:
+    return str(env.sample_random_action())
+
+
+def _degeneracy(
+    make: Callable[[int], Any], config: ValidationConfig, where: list[str]
+) -> tuple[dict[str, float], list[ValidationFailure]]:
+    """Success rates of a constant and a random policy per level; a rate above the limit is a failure."""
+    rates: dict[str, float] = {}
+    failures: list[ValidationFailure] = []
+    seeds = config.degeneracy_seeds
+    for level in config.degeneracy_levels:
+        probe = make(level)
+        probe.reset(seed=seeds[0])
+        # one fixed text for every state and seed: what an agent that ignores observations would send
+        constant = str(probe.sample_random_action())
+        policies: dict[str, Callable[[Any], str]] = {"constant": _constant(constant), "random": _random_action}
+        for name, act in policies.items():
+            wins = 0
+            for seed in seeds:
+                where[:] = [f"during a {name} policy episode at level {level} seed {seed}", "degeneracy"]
+                try:
+                    wins += _episode(make(level), seed, act, config.max_steps)
+                except Exception as err:
+                    reason = f"a {name} policy episode raised {type(err).__name__}: {str(err)[:300]}"
+                    failures.append(
+                        ValidationFailure(
+                            stage="degeneracy", check="degenerate_crash", reason=reason, level=level, seed=seed
+                        )
+                    )
+                    break
+            rate = wins / len(seeds)
+            rates[f"{name}@{level}"] = rate
+            if rate > config.degeneracy_max_rate:
+                what = f"the constant action {constant[:60]!r}" if name == "constant" else "uniformly random actions"
+                reason = (
+                    f"{what} succeeded in {wins}/{len(seeds)} episodes at level {level} "
+                    f"(limit {config.degeneracy_max_rate:.0%}): the task can be won without solving it"
+                )
+                failures.append(
+                    ValidationFailure(stage="degeneracy", check=f"degenerate_{name}", reason=reason, level=level)
+                )
+    return rates, failures
+
+
+def _checker_failures(report: Any) -> list[ValidationFailure]:
+    # checks the checker skipped because an earlier one failed add noise, not information
+    return [
+        ValidationFailure(
+            stage="checker", check=r.name, reason=r.reason, level=r.level, seed=r.seed, traceback=r.traceback
+        )
+        for r in report.results
+        if not r.passed and not str(r.reason).startswith(("skipped:", "not judged:"))
+    ]
+
+
+def _timeout_failure(err: BaseException, where: list[str], config: ValidationConfig) -> ValidationFailure:
+    """Which call hung, and in which check: the last finished check (or degeneracy episode) says where."""
+    stage: Stage = "degeneracy" if where and where[-1] == "degeneracy" else "checker"
+    place = where[0] if where else "before the first check completed (while loading the module or building the env)"
+    level, seed = (int(where[1]), int(where[2])) if len(where) == 4 else (None, None)
     reason = (
-        f"the program did not finish within the {limit} {where}: an episode, reset or step never returned "
-        "(infinite loop?) or is far too slow"
+        f"the program did not finish within its time limit {place}: an episode, reset or step never returned "
+        f"(infinite loop?) or is far too slow ({err})"
     )
     return ValidationFailure(stage=stage, check="timeout", reason=reason, level=level, seed=seed)
 
 
-def _sandbox_failures(child: dict[str, Any], config: ValidationConfig) -> tuple[Stage, list[ValidationFailure]]:
-    if child.get("load_error"):
-        return "load", [ValidationFailure(stage="load", check="load", reason=str(child["load_error"]))]
-    if child.get("memory_error"):
-        reason = f"the program hit the {config.memory_mb} MB memory limit: check {child['memory_error']}"
-        failure = ValidationFailure(
-            stage="checker", check="memory", reason=reason, level=child.get("level"), seed=child.get("seed")
-        )
-        return "checker", [failure]
-    # checks the checker skipped because an earlier one failed add noise, not information
-    failures = [
-        ValidationFailure(
-            stage="checker",
-            check=r["name"],
-            reason=r["reason"],
-            level=r.get("level"),
-            seed=r.get("seed"),
-            traceback=r.get("traceback"),
-        )
-        for r in child.get("checker", {}).get("results", [])
-        if not r["passed"] and not str(r["reason"]).startswith(("skipped:", "not judged:"))
-    ]
-    if failures:
-        return "checker", failures
-    deg = [ValidationFailure.model_validate(f) for f in child.get("degeneracy_failures", [])]
-    return ("degeneracy", deg) if deg else ("accepted", [])
+def _hosted_run(
+    source: str, config: ValidationConfig, box: dict[str, Any]
+) -> tuple[Stage, list[ValidationFailure], dict[str, Any]]:
+    """Load, check and probe the program hosted in a sandbox; every verdict is computed here, in this process."""
+    from gymverse.checker import CheckResult, check_env
+    from gymverse.deadline import CallTimeout, deadline
+    from gymverse.sandbox import SandboxLimits
+    from gymverse.sandbox.hosted import EnvCallError, EnvHost
+
+    limits = SandboxLimits(
+        timeout=config.timeout + 5.0,  # the host's own backstop; the deadline below ends validation first
+        cpu_seconds=config.cpu_seconds,
+        memory_mb=config.memory_mb,
+        max_output_bytes=256 * 1024,
+    )
+    where: list[str] = []
+    evidence: dict[str, Any] = {}
+    host = EnvHost(HOST_FACTORY, [f"file:{ENV_FILE}"], files={ENV_FILE: source}, limits=limits,
+                   call_timeout=config.call_timeout, prestart=True)  # fmt: skip
+
+    def on_result(r: CheckResult) -> None:
+        loc = " ".join(f"{k}={v}" for k, v in (("level", r.level), ("seed", r.seed)) if v is not None)
+        where[:] = [f"right after check {r.name!r}{' [' + loc + ']' if loc else ''} completed", "checker"]
+        if r.level is not None and r.seed is not None:
+            where[1:] = [str(r.level), str(r.seed), "checker"]
+        if "raised MemoryError" in r.reason:
+            # the checker would go on hitting the limit check after check until the wall clock runs out
+            raise _OutOfMemory(r)
+
+    try:
+        with deadline(config.timeout, "validation"):
+            try:
+                host.make(config.levels[0]).close()
+            except EnvCallError as err:
+                if err.remote_type == "EnvLoadError":
+                    reason = str(err).replace(f"{ENV_FILE}:", "env.py:")
+                    return "load", [ValidationFailure(stage="load", check="load", reason=reason)], evidence
+            report = check_env(host.make, levels=config.levels, seeds=config.seeds, max_steps=config.max_steps,
+                               on_result=on_result)  # fmt: skip
+            evidence = {"checker": report, "env_name": report.meta.get("env_name")}
+            failures = _checker_failures(report)
+            if failures:
+                return "checker", failures, evidence
+            evidence["degeneracy"], deg = _degeneracy(host.make, config, where)
+            return ("degeneracy", deg, evidence) if deg else ("accepted", [], evidence)
+    except _OutOfMemory as oom:
+        r = oom.result
+        reason = f"the program hit the {config.memory_mb} MB memory limit: check {r.name} {r.reason}"
+        box["status"] = "memory"
+        return "checker", [ValidationFailure(stage="checker", check="memory", reason=reason, level=r.level,
+                                             seed=r.seed)], evidence  # fmt: skip
+    except CallTimeout as err:
+        box["status"] = "timeout"
+        failure = _timeout_failure(err, where, config)
+        return failure.stage, [failure], evidence
+    finally:
+        host.close()
+        res = host.result
+        if res is not None:
+            box.setdefault("status", res.status)
+            box.update(wall_time=round(res.wall_time, 3), cpu_time=round(res.cpu_time, 3), max_rss_kb=res.max_rss_kb)
+            box["isolation"] = res.isolation
+        box["host_starts"] = host.starts
 
 
 def validate_program(source: str, config: ValidationConfig | None = None) -> ValidationReport:
-    """Validate `source` (the text of an env module): static checks, then checker and degeneracy in the sandbox."""
-    from gymverse.sandbox import Sandbox, SandboxLimits
-
+    """Validate `source` (the text of an env module): static checks, then checker and degeneracy against the
+    program hosted in a sandbox (`gymverse.sandbox.hosted`), every verdict computed in this process."""
     config = config or ValidationConfig()
     started = time.perf_counter()
     static = static_check(source)
     if static:
         return ValidationReport(passed=False, stage="static", failures=static, seconds=_since(started))
-    limits = SandboxLimits(
-        timeout=config.timeout,
-        cpu_seconds=config.cpu_seconds,
-        memory_mb=config.memory_mb,
-        max_output_bytes=4 * 1024 * 1024,
+    box: dict[str, Any] = {}
+    stage, failures, evidence = _hosted_run(source, config, box)
+    report = evidence.get("checker")
+    results = report.results if report is not None else []
+    return ValidationReport(
+        passed=not failures,
+        stage=stage,
+        failures=failures,
+        checks_passed=sum(1 for r in results if r.passed),
+        checks_total=len(results),
+        degeneracy=evidence.get("degeneracy", {}),
+        sandbox=box,
+        env_name=evidence.get("env_name"),
+        seconds=_since(started),
     )
-    kwargs = {
-        "source": source,
-        "levels": list(config.levels),
-        "seeds": list(config.seeds),
-        "degeneracy_levels": list(config.degeneracy_levels),
-        "degeneracy_seeds": list(config.degeneracy_seeds),
-        "degeneracy_max_rate": config.degeneracy_max_rate,
-        "max_steps": config.max_steps,
-    }
-    result = Sandbox(limits).call(JOB, kwargs=kwargs)
-    box = {
-        "status": result.status,
-        "wall_time": round(result.wall_time, 3),
-        "cpu_time": round(result.cpu_time, 3),
-        "max_rss_kb": result.max_rss_kb,
-    }
-    if result.status in ("timeout", "memory"):
-        failure = _limit_failure(result.status, result, config)
-        return _report(False, failure.stage, [failure], {}, box, started)
-    child = result.return_value
-    if result.status != "ok" or not isinstance(child, dict):
-        tail = (result.stderr or "")[-1500:]
-        reason = f"the sandboxed validation job ended with status {result.status}: {result.error or ''}".strip()
-        failure = ValidationFailure(stage="sandbox", check="sandbox_crash", reason=reason, traceback=tail or None)
-        return _report(False, "sandbox", [failure], {}, box, started)
-    stage, failures = _sandbox_failures(child, config)
-    report = _report(not failures, stage, failures, child, box, started)
-    return report
 
 
 def _since(started: float) -> float:
     return round(time.perf_counter() - started, 3)
-
-
-def _report(
-    passed: bool,
-    stage: Stage,
-    failures: Sequence[ValidationFailure],
-    child: dict[str, Any],
-    box: dict[str, Any],
-    started: float,
-) -> ValidationReport:
-    results = child.get("checker", {}).get("results", [])
-    return ValidationReport(
-        passed=passed,
-        stage=stage,
-        failures=list(failures),
-        checks_passed=sum(1 for r in results if r["passed"]),
-        checks_total=len(results),
-        degeneracy=child.get("degeneracy", {}),
-        sandbox=box,
-        env_name=child.get("env_name"),
-        seconds=_since(started),
-    )
 
 
 __all__ = [

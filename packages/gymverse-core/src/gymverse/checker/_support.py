@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gymverse.core import Env, StepResult, Wrapper
+from gymverse.sandbox.hosted import HostedEnv
 
 #: Attributes every `Env` owns for bookkeeping; the rest of ``vars(env)`` is the generated instance.
 BASE_ATTRS = frozenset(
@@ -115,6 +116,8 @@ class Episode:
 def run_episode(env: Env, limit: int, policy: str) -> Episode:
     """Step `env` (already reset) with random actions (`policy="random"`) or its oracle until it ends."""
     ep = Episode(limit=limit)
+    if isinstance(env, HostedEnv):
+        return _run_hosted(env, ep, policy)
     try:
         for _ in range(limit):
             action = env.sample_random_action() if policy == "random" else env.solve()
@@ -127,6 +130,22 @@ def run_episode(env: Env, limit: int, policy: str) -> Episode:
                 break
     except Exception as err:
         ep.error = err
+    return ep
+
+
+def _run_hosted(env: HostedEnv, ep: Episode, policy: str) -> Episode:
+    """`run_episode` in one request to the env's host; the transcript is judged here, cut where ours would stop."""
+    try:
+        played = env.play(policy, reset=False, limit=ep.limit)
+    except Exception as err:
+        ep.error = err
+        return ep
+    for action, res in played.steps:
+        ep.actions.append(action)
+        ep.steps.append(res)
+        if step_type_problem(res) is not None or res[2] or res[3]:
+            return ep
+    ep.error = played.error
     return ep
 
 

@@ -23,6 +23,7 @@ from gymverse.checker._support import (
 )
 from gymverse.complexity import LEVELS
 from gymverse.core import DOMAINS, Env, EnvMetadata
+from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural
 
 Outcome = tuple[bool, str]
@@ -299,7 +300,9 @@ def check_global_rng(build: Build, level: int, seed: int, max_steps: int | None)
         run_episode(env, limit, "random")
         env.reset(seed=seed)
         run_episode(env, limit, "oracle")
-        changed = before.changed()
+        # A hosted env's globals live in its own process: the host compares them there. Ours are not its to
+        # touch, and other threads of this process may be using them.
+        changed = env.global_rng_changes() if isinstance(env, HostedEnv) else before.changed()
     finally:
         GlobalRngSnapshot.restore(callers)
     if changed:
@@ -337,6 +340,8 @@ def check_wrapper_complexity(build: Build, low: int, high: int, seed: int) -> Ou
 def instance_fingerprint(env: Env, seed: int) -> Any:
     """The first observation, turn budget and generated state of `env` after reset(seed)."""
     obs, _ = env.reset(seed=seed)
+    if isinstance(env, HostedEnv):  # its attributes live in its host process, which canonicalizes them there
+        return canon([obs, env.max_turns, env.instance_state()])
     state = {k: v for k, v in vars(env).items() if k not in BASE_ATTRS}
     return canon([obs, env.max_turns, state])
 

@@ -157,12 +157,18 @@ def check_env(
     max_steps: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     on_result: OnResult | None = None,
+    env_id: str | None = None,
 ) -> CheckReport:
-    """Check an env class, factory, registered id, ``file.py[:Class]`` or ``pkg.mod:Class`` at levels × seeds."""
+    """Check an env class, factory, registered id, ``file.py[:Class]`` or ``pkg.mod:Class`` at levels × seeds.
+
+    `env_id`: the registered id a factory builds (e.g. a `gymverse.sandbox.hosted.EnvHost` hosting it), so the
+    metadata check compares families as it does for an id target.
+    """
     lv, sd = _levels(levels), _seeds(seeds)
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
     tgt = resolve_target(target, env_kwargs)
+    tgt.env_id = tgt.env_id or env_id
     started = time.perf_counter()
     report = CheckReport(tgt.label, meta={"levels": list(lv), "seeds": list(sd), "max_steps": max_steps})
     run = _Run(report, on_result)

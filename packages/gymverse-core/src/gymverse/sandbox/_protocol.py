@@ -10,12 +10,15 @@ import array
 import json
 import os
 import socket
+import struct
 from typing import Any
 
 #: Result channel cap: a return value larger than this is reported as an error, not buffered.
 RESULT_CAP = 32 * 1024 * 1024
 #: Deepest nesting accepted in a message (json itself would raise RecursionError near 1000).
 MAX_DEPTH = 200
+#: Length prefix of a framed message (`frame`): 4 bytes, big-endian.
+FRAME_HEADER = struct.Struct(">I")
 
 
 def send(fd: int, payload: dict[str, Any]) -> None:
@@ -23,6 +26,12 @@ def send(fd: int, payload: dict[str, Any]) -> None:
     data = (json.dumps(payload) + "\n").encode()
     while data:
         data = data[os.write(fd, data) :]
+
+
+def frame(payload: dict[str, Any]) -> bytes:
+    """One length-prefixed message: a 4-byte big-endian length, then that many bytes of compact JSON."""
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    return FRAME_HEADER.pack(len(data)) + data
 
 
 def depth(value: Any) -> int:

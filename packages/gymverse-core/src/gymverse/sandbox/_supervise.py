@@ -163,16 +163,23 @@ def use_bwrap() -> bool:
     return sys.platform.startswith("linux") and _bwrap.usable()
 
 
-def spawn_exec(spec: dict[str, Any], bwrap: bool) -> tuple[int, int, int, int, int]:
-    """Exec a fresh launcher (under bwrap or not); returns (pid, pidfd, stdout fd, stderr fd, result fd)."""
+def spawn_exec(
+    spec: dict[str, Any], bwrap: bool, stdio: tuple[int, int] | None = None
+) -> tuple[int, int, int, int, int]:
+    """Exec a fresh launcher (under bwrap or not); returns (pid, pidfd, stdout fd, stderr fd, result fd).
+
+    `stdio`: the job's stdin and stdout instead of ``/dev/null`` and a captured pipe (an env host's request and
+    answer pipes); the returned stdout fd then reads EOF at once.
+    """
     out_r, out_w = output_pipe()
     err_r, err_w = output_pipe()
     res_r, res_w = os.pipe()
     spec_r, spec_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY)
+    stdin, stdout = stdio if stdio is not None else (devnull, out_w)
     actions = [
-        (os.POSIX_SPAWN_DUP2, devnull, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, stdin, 0),
+        (os.POSIX_SPAWN_DUP2, stdout, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
         (os.POSIX_SPAWN_DUP2, spec_r, SPEC_FD),
         (os.POSIX_SPAWN_DUP2, res_w, RESULT_FD),

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from gymverse.sandbox import _isolation, _supervise
@@ -75,29 +76,63 @@ def mounts_available(spec: dict[str, Any]) -> bool:
     return bool(support.get("mountns")) and (spec["uid"] is not None or bool(support.get("userns")))
 
 
-def execute(
-    spec: dict[str, Any], files: Mapping[str, str | bytes] | None = None, backend: Backend = "auto"
-) -> SandboxResult:
-    """Run one job spec in a freshly exec'd launcher (under bwrap when `backend` allows) to the end."""
+@dataclass
+class Launched:
+    """A fresh job that is running: its launcher and the host ends of its pipes (see `launch`)."""
+
+    pid: int
+    pidfd: int
+    fds: tuple[int, int, int]
+    spec: dict[str, Any]
+    start: float
+    bwrap: bool
+
+
+def launch(
+    spec: dict[str, Any],
+    files: Mapping[str, str | bytes] | None = None,
+    backend: Backend = "auto",
+    stdio: tuple[int, int] | None = None,
+) -> Launched:
+    """Start one job spec in a freshly exec'd launcher (under bwrap when `backend` allows); `finish` collects it.
+
+    `stdio`: the job's stdin/stdout (e.g. an env host's request and answer pipes) instead of /dev/null and capture.
+    """
     start = time.monotonic()
     bwrap = backend != "ctypes" and _supervise.use_bwrap()
     if backend == "bwrap" and not bwrap:
         raise RuntimeError("Sandbox(backend='bwrap'): bubblewrap is not installed or not usable here (needs root)")
     _supervise.prepare(spec, dict(files or {}), bwrap or mounts_available(spec))
     try:
-        pid, pidfd, out_r, err_r, res_r = _supervise.spawn_exec(spec, bwrap)
-        limits = spec["limits"]
+        pid, pidfd, out_r, err_r, res_r = _supervise.spawn_exec(spec, bwrap, stdio)
+    except BaseException:
+        _supervise.cleanup(spec)
+        raise
+    return Launched(pid, pidfd, (out_r, err_r, res_r), spec, start, bwrap)
+
+
+def finish(job: Launched) -> SandboxResult:
+    """Supervise a launched job to its end (deadline, output caps, kill) and return its result."""
+    try:
+        limits = job.spec["limits"]
         try:
-            kill = functools.partial(_supervise.kill, pidfd, pid, spec.get("uid"), spec)
-            out, err, (res,), timed_out = _supervise.supervise((out_r, err_r, res_r), limits, start, kill, pidfd=pidfd)
+            kill = functools.partial(_supervise.kill, job.pidfd, job.pid, job.spec.get("uid"), job.spec)
+            out, err, (res,), timed_out = _supervise.supervise(job.fds, limits, job.start, kill, pidfd=job.pidfd)
         finally:
-            os.waitpid(pid, 0)
-        result = _supervise.finish(_supervise.result_from(res, timed_out, limits), out, err, limits, start)
-        if not bwrap and result["isolation"]:
+            os.waitpid(job.pid, 0)
+        result = _supervise.finish(_supervise.result_from(res, timed_out, limits), out, err, limits, job.start)
+        if not job.bwrap and result["isolation"]:
             result["isolation"].insert(0, "ctypes")
         return SandboxResult.from_dict(result)
     finally:
-        _supervise.cleanup(spec)
+        _supervise.cleanup(job.spec)
+
+
+def execute(
+    spec: dict[str, Any], files: Mapping[str, str | bytes] | None = None, backend: Backend = "auto"
+) -> SandboxResult:
+    """Run one job spec in a freshly exec'd launcher (under bwrap when `backend` allows) to the end."""
+    return finish(launch(spec, files, backend))
 
 
 class _SpecRunner:

@@ -1,9 +1,11 @@
-"""Correctness: the env checker (in the sandbox), oracle solvability at every level, degeneracy, an LLM rubric judge.
+"""Correctness: the env checker, oracle solvability at every level, degeneracy, an LLM rubric judge.
 
-`_check_in_child` is the sandboxed half: it builds the env, runs `gymverse.checker.check_env`, plays the oracle at
-every level 1..10 and the degenerate policies (constant, random) at levels >= 5, runs the `probes` (many-seed
-resets, complexity on both paths, constant answers), every call bounded by a deadline, and returns plain JSON.
-`verdict` is the parent half: it turns that evidence (plus an optional rubric verdict) into a `Correctness`
+`collect_evidence` builds the env, runs `gymverse.checker.check_env`, plays the oracle at every level 1..10 and the
+degenerate policies (constant, random) at levels >= 5, runs the `probes` (many-seed resets, complexity on both
+paths, constant answers), every call bounded by a deadline, and returns plain JSON. With the sandbox executor it
+runs in the trusted process against the env hosted in a sandbox (`check_hosted`, `gymverse.sandbox.hosted`), so an
+env cannot rewrite the checks or forge their result; the process and inline executors run it next to the env
+(`_check_in_child`). `verdict` turns the evidence (plus an optional rubric verdict) into a `Correctness`
 (`findings` phrases the probe evidence).
 """
 
@@ -13,11 +15,14 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.sandbox import SandboxLimits
+from gymverse.sandbox.hosted import EnvHost
 
 from gymverse_synth.evaluate.findings import findings
 from gymverse_synth.evaluate.policies import make_policy, run_episodes
@@ -29,6 +34,8 @@ ALL_LEVELS = tuple(range(1, 11))
 DEGENERACY_LEVELS = (5, 7, 10)
 DEGENERATE_POLICIES = ("constant", "random")
 CHECK_TARGET = "gymverse_synth.evaluate.correctness:_check_in_child"
+#: What the env host builds envs with: ``build_from_ref(ref, complexity=level)`` (a core module: fast to import).
+HOST_FACTORY = "gymverse.loader:build_from_ref"
 #: Checker points of GymVerse's own contract that GEM envs are not written against (GymVerse `complexity_params`,
 #: ``info["format_error"]``, format_penalty inside metadata.reward_range): not defects of a GEM env.
 GEM_EXEMPT_CHECKS = ("complexity_params", "malformed_actions", "metadata")
@@ -56,6 +63,8 @@ class CorrectnessConfig:
     episode_timeout: float = 3.0
     #: The whole `check_env` run of one env.
     checker_timeout: float = 30.0
+    #: One call into a hosted env (sandbox executor); the deadlines above bound whole episodes and stages.
+    call_timeout: float = 10.0
     #: The sandbox job's own limit (None: the sum of the bounded stages plus slack).
     timeout: float | None = None
 
@@ -98,63 +107,113 @@ def _check_in_child(
     max_steps: int | None = None,
     probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Sandbox side of the correctness pass; returns ``{"build_error"}`` or the checker report and episode stats."""
+    """Worker side for the process and inline executors: the env is built in this process."""
+
+    def factory(complexity: int = 1) -> Env:
+        return build_env(ref, complexity)
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return collect_evidence(factory, ref, checker_levels, checker_seeds, oracle_seeds, degeneracy_levels,
+                                degeneracy_seeds, max_steps, probe)  # fmt: skip
+
+
+def check_hosted(
+    ref: str,
+    checker_levels: Sequence[int],
+    checker_seeds: Sequence[int],
+    oracle_seeds: Sequence[int],
+    degeneracy_levels: Sequence[int],
+    degeneracy_seeds: Sequence[int],
+    max_steps: int | None = None,
+    probe: dict[str, Any] | None = None,
+    *,
+    files: Mapping[str, str] | None = None,
+    limits: SandboxLimits | None = None,
+    call_timeout: float = 10.0,
+    readable_paths: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here."""
+    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
+                   readable_paths=readable_paths, prestart=True)  # fmt: skip
+    try:
+        out = collect_evidence(host.make, ref, checker_levels, checker_seeds, oracle_seeds, degeneracy_levels,
+                               degeneracy_seeds, max_steps, probe)  # fmt: skip
+    finally:
+        host.close()
+    out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}
+    return out
+
+
+def collect_evidence(
+    factory: Callable[[int], Env],
+    ref: str,
+    checker_levels: Sequence[int],
+    checker_seeds: Sequence[int],
+    oracle_seeds: Sequence[int],
+    degeneracy_levels: Sequence[int],
+    degeneracy_seeds: Sequence[int],
+    max_steps: int | None = None,
+    probe: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Checker report, oracle and degeneracy episodes and probes of the env `factory(level)` builds, as JSON."""
     from gymverse.checker import CheckTargetError, check_env
 
     pcfg = {**CorrectnessConfig().job_kwargs(ref)["probe"], **(probe or {})}
-    with contextlib.redirect_stdout(sys.stderr):
-        try:
-            with deadline(pcfg["reset_timeout"] * 5, "building the env at level 1"):
-                first = build_env(ref, 1)
-            facts = env_facts(first, pcfg["reset_timeout"])
-            first.close()
-        except BaseException as err:
-            if isinstance(err, KeyboardInterrupt):
-                raise
-            return {"build_error": f"{type(err).__name__}: {err}"[:1000]}
+    try:
+        with deadline(pcfg["reset_timeout"] * 5, "building the env at level 1"):
+            first = factory(1)
+        facts = env_facts(first, pcfg["reset_timeout"])
+        first.close()
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        return {"build_error": f"{type(err).__name__}: {err}"[:1000]}
 
-        def factory(complexity: int = 1) -> Any:
-            return build_env(ref, complexity)
-
-        probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
-        prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
-        probes.complexity(prints, min(pcfg["probe_levels"]), max(pcfg["probe_levels"]))
-        probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints)
-        probes.out["random_action"] = random_action_status(factory, pcfg["reset_timeout"])
-        target: Any = ref if not ref.startswith(("file:", "gem:")) else factory
-        hung = {f["level"] for f in probes.out["reset_failures"] if f["kind"] == "hang"}
-        levels = [lv for lv in checker_levels if lv not in hung] or [1]  # a hanging level is reported already
-        try:
-            with deadline(pcfg["checker_timeout"], "the env checker"):
-                report = check_env(target, levels=levels, seeds=checker_seeds, max_steps=max_steps).to_dict()
-        except CheckTargetError as err:
-            report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": str(err)}
-        except CallTimeout as err:
-            report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": f"stopped: {err}"}
-        oracle: dict[str, dict[str, Any]] = {}
-        for level in ALL_LEVELS if facts["has_oracle"] else ():
-            eps = _episodes(ref, "oracle", level, oracle_seeds, max_steps, pcfg["episode_timeout"])
-            oracle[str(level)] = {
-                "n": len(eps),
-                "successes": sum(e["success"] for e in eps),
-                "errors": [e["error"] for e in eps if e.get("error")][:2],
-            }
-        degeneracy: dict[str, dict[str, float]] = {}
-        for policy in DEGENERATE_POLICIES:
-            rates = {}
-            for level in degeneracy_levels:
-                eps = _episodes(ref, policy, level, degeneracy_seeds, max_steps, pcfg["episode_timeout"])
-                rates[str(level)] = sum(e["success"] for e in eps) / max(1, len(eps))
-            degeneracy[policy] = rates
+    probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
+    prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
+    probes.complexity(prints, min(pcfg["probe_levels"]), max(pcfg["probe_levels"]))
+    probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints)
+    probes.out["random_action"] = random_action_status(factory, pcfg["reset_timeout"])
+    env_id = None if ref.startswith(("file:", "gem:")) else ref  # a registered id: its family must match
+    hung = {f["level"] for f in probes.out["reset_failures"] if f["kind"] == "hang"}
+    levels = [lv for lv in checker_levels if lv not in hung] or [1]  # a hanging level is reported already
+    try:
+        with deadline(pcfg["checker_timeout"], "the env checker"):
+            report = check_env(factory, levels=levels, seeds=checker_seeds, max_steps=max_steps,
+                               env_id=env_id).to_dict()  # fmt: skip
+    except CheckTargetError as err:
+        report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": str(err)}
+    except CallTimeout as err:
+        report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": f"stopped: {err}"}
+    oracle: dict[str, dict[str, Any]] = {}
+    for level in ALL_LEVELS if facts["has_oracle"] else ():
+        eps = _episodes(factory, "oracle", level, oracle_seeds, max_steps, pcfg["episode_timeout"])
+        oracle[str(level)] = {
+            "n": len(eps),
+            "successes": sum(e["success"] for e in eps),
+            "errors": [e["error"] for e in eps if e.get("error")][:2],
+        }
+    degeneracy: dict[str, dict[str, float]] = {}
+    for policy in DEGENERATE_POLICIES:
+        rates = {}
+        for level in degeneracy_levels:
+            eps = _episodes(factory, policy, level, degeneracy_seeds, max_steps, pcfg["episode_timeout"])
+            rates[str(level)] = sum(e["success"] for e in eps) / max(1, len(eps))
+        degeneracy[policy] = rates
     return {"checker": report, "oracle": oracle, "degeneracy": degeneracy, "probes": probes.out, "facts": facts}
 
 
 def _episodes(
-    ref: str, policy: str, level: int, seeds: Sequence[int], max_steps: int | None, timeout: float | None = None
+    factory: Callable[[int], Env],
+    policy: str,
+    level: int,
+    seeds: Sequence[int],
+    max_steps: int | None,
+    timeout: float | None = None,
 ) -> list[dict[str, Any]]:
     try:
         with deadline(timeout, f"building the env at level {level}"):
-            env = build_env(ref, level)
+            env = factory(level)
     except (Exception, CallTimeout) as err:
         return [{"success": False, "error": f"build failed: {type(err).__name__}: {err}"} for _ in seeds]
     try:
@@ -278,4 +337,12 @@ def parse_rubric(text: str) -> dict[str, Any]:
     return {"verdict": "unparseable", "raw": text[:500]}
 
 
-__all__ = ["CHECK_TARGET", "CorrectnessConfig", "judge_rubric", "parse_rubric", "verdict"]
+__all__ = [
+    "CHECK_TARGET",
+    "CorrectnessConfig",
+    "check_hosted",
+    "collect_evidence",
+    "judge_rubric",
+    "parse_rubric",
+    "verdict",
+]

@@ -81,8 +81,12 @@ class InlineExecutor:
 
 
 def _guarded(target: str, kwargs: dict[str, Any]) -> JobResult:
+    return _guarded_call(lambda **kw: invoke(target, kw), kwargs)
+
+
+def _guarded_call(fn: Callable[..., JobResult], kwargs: dict[str, Any]) -> JobResult:
     try:
-        return invoke(target, kwargs)
+        return fn(**kwargs)
     except BaseException as err:  # a job's crash (even SystemExit from env code) must not end the evaluation
         if isinstance(err, KeyboardInterrupt):
             raise
@@ -137,11 +141,14 @@ class SandboxExecutor:
 
     name = "sandbox"
     ships_files = True
+    #: Correctness runs here, against envs hosted in sandboxes (`submit_trusted`, `correctness.check_hosted`).
+    hosts_envs = True
 
     def __init__(self, workers: int = 2, readable_paths: Sequence[str] = (), memory_mb: int = 2048) -> None:
         from gymverse.sandbox import SandboxLimits, SandboxPool
 
         self.workers = max(1, workers)
+        self.readable_paths = list(readable_paths)
         self._limits_cls = SandboxLimits
         self._memory_mb = memory_mb
         self._pool = SandboxPool(
@@ -168,6 +175,14 @@ class SandboxExecutor:
     ) -> Future[JobResult]:
         """Run in a fresh sandboxed process; `files` are written into its private working directory."""
         return self._threads.submit(self._run, target, dict(kwargs), timeout, dict(files or {}))
+
+    def submit_trusted(self, fn: Callable[..., JobResult], kwargs: Mapping[str, Any]) -> Future[JobResult]:
+        """Run trusted code (checks driving hosted envs) on one of this executor's threads, in this process."""
+        return self._threads.submit(_guarded_call, fn, dict(kwargs))
+
+    def host_limits(self, timeout: float) -> Any:
+        """The limits of an env host: this executor's memory, `timeout` seconds in all."""
+        return self._limits_cls(timeout=timeout, memory_mb=self._memory_mb)
 
     def close(self) -> None:
         """Stop the sandbox workers."""

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.sandbox.hosted import HostedEnv
 from gymverse.trajectory import Trajectory, Turn
 
 DEFAULT_EPSILON = 0.3
@@ -243,6 +244,8 @@ def run_episode(
 
 
 def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Trajectory | None) -> Episode:
+    if isinstance(env, HostedEnv) and record is None and policy.name in ("random", "oracle", "constant"):
+        return _play_hosted(env, policy.name, seed, max_steps)
     turns, total = 0, 0.0
     obs = ""
     try:
@@ -268,6 +271,57 @@ def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Tr
     return _recorded(ep, record, obs, truncated=True)
 
 
+def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) -> Episode:
+    """`_play` of a scripted policy in one request to the env's host (the same episode, fewer round trips)."""
+    try:
+        return _judged(env, env.play(policy, seed=seed, limit=max_steps), seed, max_steps)
+    except Exception as err:
+        return Episode(seed, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500])
+
+
+def _hosted_episodes(
+    env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float | None
+) -> list[Episode]:
+    """`run_episodes` of a scripted policy in one request to the env's host, judged here like `_play` judges."""
+    try:
+        with deadline(timeout * len(seeds) if timeout else None, f"{len(seeds)} episodes"):
+            played = env.plays([(s, policy, None) for s in seeds], timeout or 0.0, limit=max_steps)
+    except CallTimeout as err:  # the host ignored its own per-episode alarm; it was stopped
+        first = [Episode(seeds[0], False, 0, 0.0, error=f"timeout: {err}")] if seeds else []
+        return first + [Episode(x, False, 0, 0.0, error=f"not run: seed {seeds[0]} timed out") for x in seeds[1:]]
+    except Exception as err:
+        return [Episode(s, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500]) for s in seeds]
+    out: list[Episode] = []
+    hung = None
+    for seed, item in zip(seeds, played):
+        if item is None:
+            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
+        elif item.timed_out:
+            hung = seed
+            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: episode (seed {seed}) did not finish within "
+                                                          f"{timeout:g}s"))  # fmt: skip
+        else:
+            out.append(_judged(env, item, seed, max_steps))
+    return out
+
+
+def _judged(env: HostedEnv, item: Any, seed: int, max_steps: int | None) -> Episode:
+    """The `Episode` of a hosted transcript (`gymverse.sandbox.hosted.Played`), judged as `_play` judges."""
+    turns, total = 0, 0.0
+    try:
+        for _, res in item.steps:
+            turns += 1
+            total += res.reward
+            if res.done:
+                return Episode(seed, res.info.get("success") is True, turns, total)
+        if item.error is not None:
+            raise item.error
+        limit = max_steps if max_steps is not None else env.max_turns + 1
+        return Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
+    except Exception as err:
+        return Episode(seed, False, turns, total, error=f"{type(err).__name__}: {err}"[:500])
+
+
 def _recorded(ep: Episode, record: Trajectory | None, final_observation: str, truncated: bool) -> Episode:
     if record is not None:
         record.success, record.error, record.truncated = ep.success, ep.error, truncated
@@ -288,6 +342,8 @@ def run_episodes(
     """`run_episode` for each seed on the same env object (reset reseeds it); `record_as` names the env id of
     recorded trajectories (None: record nothing), `metrics` goes into each of them. After an episode times out
     the remaining seeds of this call are not played (one hang costs one `timeout`)."""
+    if isinstance(env, HostedEnv) and record_as is None and policy.name in ("random", "oracle", "constant"):
+        return _hosted_episodes(env, policy.name, seeds, max_steps, timeout)
     out: list[Episode] = []
     for i, s in enumerate(seeds):
         record = None if record_as is None else Trajectory(record_as, s, 0, metrics=dict(metrics or {}))

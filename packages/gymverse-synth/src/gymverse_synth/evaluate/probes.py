@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.sandbox.hosted import HostedEnv
 
 CONSTANTS = ("0", "1", "yes", "no", "-1", "", "A")
 MAX_CANDIDATES = 16
@@ -37,10 +38,14 @@ def fingerprint(env: Env, seed: int) -> str:
     """What an instance looks like: the first observation plus the wrapped GEM object's scalar attributes."""
     obs, _ = env.reset(seed=seed)
     inner = getattr(env, "gem_env", None)
+    return _fingerprint(obs, None if inner is None else vars(inner))
+
+
+def _fingerprint(obs: object, inner: dict[str, Any] | None) -> str:
     attrs = ""
     if inner is not None:
         items = sorted(
-            (k, v) for k, v in vars(inner).items()
+            (k, v) for k, v in inner.items()
             if isinstance(v, int | float | str | bool) and not any(s in k.lower() for s in _SKIP_ATTRS)
         )  # fmt: skip
         attrs = repr(items)
@@ -108,19 +113,16 @@ class Probe:
             prints[level] = {}
             bad: list[tuple[int, str, str]] = []
             n_seeds = seeds if level >= 5 else max(printed, seeds // 4)
-            for seed in range(n_seeds):
-                try:
-                    with deadline(self.reset_timeout, f"reset(seed={seed}) at level {level}"):
-                        if seed < printed:
-                            prints[level][seed] = fingerprint(env, seed)
-                        else:
-                            env.reset(seed=seed)
-                            prints[level][seed] = ""
-                except CallTimeout as err:
-                    bad.append((seed, "hang", str(err)))
-                    break  # a hanging level costs one timeout, not one per seed
-                except Exception as err:
-                    bad.append((seed, "crash", _err(err)))
+            batched = self._hosted_resets(env, level, n_seeds, printed) if isinstance(env, HostedEnv) else None
+            if batched is not None:
+                prints[level], bad = batched
+            else:
+                if isinstance(env, HostedEnv):  # the batch hung and its host was stopped: find the seed one by one
+                    env = self._built(level)
+                if isinstance(env, str):
+                    bad.append((0, "hang", f"resets at level {level} did not finish; then {env}"))
+                else:
+                    bad = self._reset_each(env, level, n_seeds, printed, prints[level])
             if bad:
                 seed, kind, error = bad[0]
                 fail = {"level": level, "seed": seed, "kind": kind, "error": error, "n_failed": len(bad)}
@@ -128,6 +130,48 @@ class Probe:
         self.out["reset_failures"] = failures
         self.out["reset_seeds"] = seeds
         return prints
+
+    def _reset_each(
+        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str]
+    ) -> list[tuple[int, str, str]]:
+        """Reset seed by seed, each under its own deadline; returns (seed, kind, error) of the failures."""
+        bad: list[tuple[int, str, str]] = []
+        for seed in range(n_seeds):
+            try:
+                with deadline(self.reset_timeout, f"reset(seed={seed}) at level {level}"):
+                    if seed < printed:
+                        prints[seed] = fingerprint(env, seed)
+                    else:
+                        env.reset(seed=seed)
+                        prints[seed] = ""
+            except CallTimeout as err:
+                bad.append((seed, "hang", str(err)))
+                break  # a hanging level costs one timeout, not one per seed
+            except Exception as err:
+                bad.append((seed, "crash", _err(err)))
+        return bad
+
+    def _hosted_resets(
+        self, env: HostedEnv, level: int, n_seeds: int, printed: int
+    ) -> tuple[dict[int, str], list[tuple[int, str, str]]] | None:
+        """Every reset of a level in one request to the env's host; None when it hung (the per-seed loop then
+        finds the seed, on a fresh host)."""
+        try:
+            with deadline(self.reset_timeout * n_seeds, f"resets at level {level}"):
+                results = env.resets(range(n_seeds), printed, self.reset_timeout)
+        except CallTimeout:
+            return None
+        prints: dict[int, str] = {}
+        bad: list[tuple[int, str, str]] = []
+        for seed, (status, value) in enumerate(results):
+            if status == "ok":
+                prints[seed] = _fingerprint(value[0], value[1]) if value is not None else ""
+            elif status == "hang":
+                bad.append((seed, "hang", f"reset(seed={seed}) at level {level} did not finish within "
+                                          f"{self.reset_timeout:g}s"))  # fmt: skip
+            else:
+                bad.append((seed, "crash", _err(value)))
+        return prints, bad
 
     def complexity(self, prints: dict[int, dict[int, str]], low: int, high: int, seeds: int = 4) -> None:
         """Does the level change the instance when built fresh, and when changed at run time?"""
@@ -149,15 +193,36 @@ class Probe:
             res["error"] = f"changing the level at run time failed: {_err(err)}"
         self.out["complexity"] = res
 
-    def _play(self, env: Env, action: str, low: float, high: float) -> tuple[bool, str | None]:
-        """One constant episode on a reset env: (success, reward problem)."""
-        for _ in range(env.max_turns + 1):
-            res = env.step(action)
-            if not low - 1e-9 <= res.reward <= high + 1e-9:
-                return False, f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})"
-            if res.done:
-                return res.info.get("success") is True, None
-        return False, None
+    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, str | None]:
+        """One constant episode from ``reset(seed)``: (success, reward problem)."""
+        env.reset(seed=seed)
+        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
+
+    def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+        """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when
+        the request failed: then the episodes are played one by one)."""
+        if not isinstance(env, HostedEnv) or not pairs:
+            return {}
+        try:
+            with deadline(self.episode_timeout * len(pairs), f"constant episodes at level {level}"):
+                played = env.plays([(s, "constant", a) for a, s in pairs], self.episode_timeout)
+        except CallTimeout as err:  # the host ignored its own alarm: the first episode is blamed, its host stopped
+            return {pairs[0]: err}
+        except Exception:
+            return {}
+        return dict(zip(pairs, played))
+
+    @staticmethod
+    def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, str | None]:
+        """Judge one episode of `_batch` exactly as `_play` judges a live one."""
+        if isinstance(item, CallTimeout):
+            raise item
+        if item is None or item.timed_out:
+            raise CallTimeout(f"{what} did not finish within its time limit")
+        ok, issue = _judge((res for _, res in item.steps), low, high)
+        if item.error is not None and not ok and issue is None:
+            raise item.error
+        return ok, issue
 
     def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]]) -> None:
         """Play each constant answer on every seed at `levels` whose reset worked in `resets` (if it ran there)."""
@@ -177,13 +242,18 @@ class Probe:
             low, high = env.metadata.reward_range
             good = [s for s in range(seeds) if level not in prints or s in prints[level]]
             hung = False
-            for action in candidates(env, obs):
+            actions = candidates(env, obs)
+            batch = self._batch(env, level, [(a, s) for a in actions for s in good])
+            for action in actions:
                 wins = 0
                 for seed in good:
+                    what = f"episode (action {action!r}, level {level}, seed {seed})"
                     try:
-                        with deadline(self.episode_timeout, f"episode (action {action!r}, level {level}, seed {seed})"):
-                            env.reset(seed=seed)
-                            ok, reward_issue = self._play(env, action, low, high)
+                        if (action, seed) in batch:
+                            ok, reward_issue = self._batched(batch[(action, seed)], what, low, high)
+                        else:
+                            with deadline(self.episode_timeout, what):
+                                ok, reward_issue = self._play(env, seed, action, low, high)
                     except CallTimeout as err:
                         crashes.append({"action": action, "level": level, "seed": seed, "error": str(err)})
                         hung = True  # one hang per level is enough evidence and all the time we spend
@@ -205,6 +275,16 @@ class Probe:
         self.out["reward_violations"] = rewards
         both = [{"level": lv, "seed": s, "actions": acts[:2]} for (lv, s), acts in winners.items() if len(acts) > 1]
         self.out["wrong_answer_wins"] = {"instances": len(both), "of": seeds * len(levels), "examples": both[:3]}
+
+
+def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, str | None]:
+    """(success, reward problem) of a constant episode's step results, stopping where a live episode stops."""
+    for res in results:
+        if not low - 1e-9 <= res.reward <= high + 1e-9:
+            return False, f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})"
+        if res.done:
+            return res.info.get("success") is True, None
+    return False, None
 
 
 def _first_per_action(crashes: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ from typing import Any
 from gymverse.trajectory import Trajectory, write_jsonl
 
 from gymverse_synth.evaluate import difficulty as D
-from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
+from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, check_hosted, judge_rubric, verdict
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
-from gymverse_synth.evaluate.executors import Executor, make_executor
+from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
 from gymverse_synth.evaluate.schema import Correctness, EnvEvaluation, EvaluationReport, LevelResult
 from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env, job_files, user_paths
@@ -112,7 +112,15 @@ class _Jobs:
     def start(self) -> None:
         """Submit the first wave: correctness jobs (or the episode jobs when correctness is off)."""
         for name, (ref, files) in self.shipped.items():
-            if self.cfg.run_correctness:
+            if self.cfg.run_correctness and isinstance(self.executor, SandboxExecutor):
+                # the env is hosted in a sandbox and driven from here: its code cannot touch the checks
+                ccfg = self.cfg.correctness
+                kw = {**ccfg.job_kwargs(ref), "files": files, "call_timeout": ccfg.call_timeout,
+                      "limits": self.executor.host_limits(ccfg.job_timeout()),
+                      "readable_paths": self.executor.readable_paths}  # fmt: skip
+                fut = self.executor.submit_trusted(check_hosted, kw)
+                self.pending[fut] = ("check", name)
+            elif self.cfg.run_correctness:
                 kw = self.cfg.correctness.job_kwargs(ref)
                 fut = self.executor.submit(CHECK_TARGET, kw, self.cfg.correctness.job_timeout(), files)
                 self.pending[fut] = ("check", name)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gymverse.core import Env
+from gymverse.loader import build_from_ref
 
 EntryKind = Literal["builtin", "artifact", "file", "gem"]
 
@@ -67,21 +68,8 @@ class Suite:
 
 
 def build_env(ref: str, level: int, seed: int | None = None) -> Env:
-    """Build the env behind an entry `ref` at complexity `level` (called inside workers)."""
-    if ref.startswith("gem:"):
-        from gymverse.compat.gem_files import load_gem_env_file
-        from gymverse.loader import split_spec
-
-        body, _, rule = ref.removeprefix("gem:").partition("|")
-        where, class_name = split_spec(body)
-        return load_gem_env_file(where, class_name, success_from=rule or "auto", complexity=level, seed=seed)
-    if ref.startswith("file:"):
-        from gymverse.loader import load_env_class
-
-        return load_env_class(ref.removeprefix("file:"))(complexity=level, seed=seed)
-    import gymverse
-
-    return gymverse.make(ref, complexity=level, seed=seed)
+    """Build the env behind an entry `ref` at complexity `level` (`gymverse.loader.build_from_ref`)."""
+    return build_from_ref(ref, level, seed)
 
 
 MAX_SHIPPED_BYTES = 4 * 1024 * 1024
