@@ -59,7 +59,8 @@ def test_perpo_normalizes_per_env_and_grpo_per_instance() -> None:
 def test_multi_turn_returns_place_on_each_turns_tokens() -> None:
     trajs = [_traj("a", [0.0, 1.0]), _traj("a", [0.0, 0.0, 0.0])]
     tok = advantages.assign(trajs, "perpo")
-    a = [turn.advantage for turn in trajs[0].turns]
+    a = [float(turn.advantage or 0.0) for turn in trajs[0].turns]
+    assert all(turn.advantage is not None for turn in trajs[0].turns)
     assert np.asarray(tok[0]).tolist() == pytest.approx([a[0], a[0], 0, a[1], a[1], 0])
     assert a[0] > 0 and a[1] > 0  # G = [1, 1] against [0, 0, 0]
 
