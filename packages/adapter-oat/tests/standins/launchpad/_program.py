@@ -224,18 +224,21 @@ def launch(
     sys.stdout.flush()
     sys.stderr.flush()
     pids: dict[int, tuple[str, bool]] = {}
+    groups: list[int] = []
     for node_id, (label, node) in enumerate(program.nodes):
         env = dict(getattr(resources.get(label), "env", {}) or {})
         pid = os.fork()
-        if pid == 0:  # the node's process
+        if pid == 0:  # the node's process, in its own process group: what it spawns is torn down with it
             code = 1
             try:
+                os.setsid()
                 code = _node_main(node_id, label, node, trace_dir, env)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
         pids[pid] = (label, isinstance(node, PyClassNode))
+        groups.append(pid)
     failed: list[str] = []
     workers = {pid for pid, (_, is_worker) in pids.items() if is_worker}
     deadline = time.monotonic() + timeout
@@ -265,6 +268,9 @@ def launch(
             else:
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)
+        for pgid in groups:  # e.g. the plasma store a PlasmaShmServer node started: launchpad kills the node's tree
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, 9)
         for conn in getattr(_local, "conns", {}).values():
             conn.close()
         _local.conns = {}
