@@ -1,18 +1,17 @@
 """Shared fixtures for the OpenRLHF adapter tests (run in the `.venv-openrlhf` environment, see `.ci/run`).
 
-Stand-ins exist only for the GPU-only modules OpenRLHF imports at module level: `vllm` (SamplingParams,
-AsyncEngineArgs, AsyncLLMEngine, `vllm.inputs.TokensPrompt`, `vllm.utils.random_uuid`) and the compiled
-`flash_attn_2_cuda` extension. Everything else is the real openrlhf 0.11.2, transformers and tokenizers.
+Stand-ins exist only for the GPU-only modules OpenRLHF imports (``gpu_stand_ins/``, put on ``sys.path`` here):
+`vllm` (SamplingParams, a scripted AsyncLLMEngine, `vllm.inputs.TokensPrompt`, `vllm.utils.random_uuid`) and the
+compiled `flash_attn_2_cuda` extension. Everything else is the real openrlhf 0.11.2, transformers and tokenizers.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
-import types
-import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,36 +20,12 @@ if importlib.util.find_spec("openrlhf") is None:  # the workspace's main environ
     collect_ignore_glob = ["test_openrlhf_*.py"]
 
 
+STAND_INS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_stand_ins")
+
+
 def _install_gpu_stand_ins() -> None:
-    if "vllm" not in sys.modules:
-        vllm = types.ModuleType("vllm")
-        vllm.__version__ = "0.29.0"  # type: ignore[attr-defined]
-
-        @dataclass
-        class SamplingParams:
-            temperature: float = 1.0
-            top_p: float = 1.0
-            top_k: int = -1
-            max_tokens: int | None = 16
-            min_tokens: int = 0
-            skip_special_tokens: bool = True
-            logprobs: int | None = None
-            extra: dict[str, Any] = field(default_factory=dict)
-
-        class _Unavailable:
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                raise RuntimeError("vllm stand-in: no inference engine in CPU tests")
-
-        vllm.SamplingParams = SamplingParams  # type: ignore[attr-defined]
-        vllm.AsyncEngineArgs = _Unavailable  # type: ignore[attr-defined]
-        vllm.AsyncLLMEngine = _Unavailable  # type: ignore[attr-defined]
-        inputs = types.ModuleType("vllm.inputs")
-        inputs.TokensPrompt = dict  # type: ignore[attr-defined]
-        utils = types.ModuleType("vllm.utils")
-        utils.random_uuid = lambda: uuid.uuid4().hex  # type: ignore[attr-defined]
-        vllm.inputs, vllm.utils = inputs, utils  # type: ignore[attr-defined]
-        sys.modules.update({"vllm": vllm, "vllm.inputs": inputs, "vllm.utils": utils})
-    sys.modules.setdefault("flash_attn_2_cuda", types.ModuleType("flash_attn_2_cuda"))
+    if STAND_INS not in sys.path:
+        sys.path.insert(0, STAND_INS)
 
 
 if "collect_ignore_glob" not in globals():

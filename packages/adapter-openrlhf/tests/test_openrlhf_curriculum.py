@@ -23,6 +23,7 @@ from gymverse_openrlhf.patch import (
     patch_trainer,
     runtime_env,
     unpatch_experience_maker,
+    unpatch_trainer,
 )
 from gymverse_openrlhf.train import prepare
 from openrlhf.trainer.ppo_utils import experience_maker as em
@@ -135,13 +136,17 @@ def test_levels_flow_from_success_to_reset_and_checkpoint(
         actor_model_group=SimpleNamespace(async_run_method=lambda **kw: []),
         critic_model_group=None,
     )
-    save = ppo_trainer.BasePPOTrainer.save_logs_and_checkpoints
+    # the class Ray runs for the PPOTrainer actor holds its own copy of the method (Ray's tracing wrappers)
+    actor_cls = ppo_trainer.PPOTrainer.__ray_metadata__.modified_class
+    save = actor_cls.save_logs_and_checkpoints
     try:
+        assert getattr(save, "_gymverse", False)
         save(trainer, 3, {})
         assert not os.path.exists(curriculum.state_path(str(tmp_path)))  # not a checkpoint step
         save(trainer, 5, {})
     finally:
-        ppo_trainer.BasePPOTrainer.save_logs_and_checkpoints = save.__wrapped__
+        unpatch_trainer(ppo_trainer)
+    assert not getattr(actor_cls.save_logs_and_checkpoints, "_gymverse", False)
     with open(curriculum.state_path(str(tmp_path))) as fh:
         saved = json.load(fh)
     assert saved["global_step"] == 5
@@ -251,7 +256,5 @@ def test_launcher_start_leaves_a_detached_curriculum_that_survives_and_resumes(
     finally:
         curriculum.get_service().stop()
         curriculum.reset_handle()
-        save = ppo_trainer.BasePPOTrainer.save_logs_and_checkpoints
-        if getattr(save, "_gymverse", False):
-            ppo_trainer.BasePPOTrainer.save_logs_and_checkpoints = save.__wrapped__
+        unpatch_trainer(ppo_trainer)
         unpatch_experience_maker(em)

@@ -123,6 +123,25 @@ def patch_trainer(module: ModuleType, cfg: GymVerseConfig) -> None:
     save_logs_and_checkpoints._gymverse = True  # type: ignore[attr-defined]
     save_logs_and_checkpoints.__wrapped__ = current  # type: ignore[attr-defined]
     cls.save_logs_and_checkpoints = save_logs_and_checkpoints
+    # `ray.remote` copies every method, inherited ones included, onto the class it runs (Ray's tracing wrappers,
+    # `_inject_tracing_into_class`) while the module executes, so `PPOTrainer` keeps the original unless its copy
+    # is replaced too. This must happen in the driver, before Ray ships the class to the trainer's worker.
+    for actor in _ray_actor_classes(module):
+        if "save_logs_and_checkpoints" in actor.__dict__:
+            actor.save_logs_and_checkpoints = save_logs_and_checkpoints
+
+
+def _ray_actor_classes(module: ModuleType) -> list[type]:
+    """The classes Ray instantiates for the module's ``@ray.remote`` actors."""
+    return [obj.__ray_metadata__.modified_class for obj in vars(module).values() if hasattr(obj, "__ray_metadata__")]
+
+
+def unpatch_trainer(module: ModuleType) -> None:
+    """Restore OpenRLHF's own checkpoint step (base class and actor classes)."""
+    for cls in [module.BasePPOTrainer, *_ray_actor_classes(module)]:
+        current = cls.__dict__.get("save_logs_and_checkpoints")
+        if getattr(current, "_gymverse", False):
+            cls.save_logs_and_checkpoints = current.__wrapped__  # type: ignore[union-attr]
 
 
 def install(cfg: GymVerseConfig | None = None) -> GymVerseConfig:

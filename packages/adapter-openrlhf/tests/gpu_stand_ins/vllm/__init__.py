@@ -1,0 +1,148 @@
+"""Stand-in for the `vllm` package (GPU-only): the surface OpenRLHF 0.11.2 uses, with a scripted engine.
+
+`AsyncLLMEngine` continues a token prompt the way a policy playing ``game:GuessTheNumber`` would: it decodes the
+conversation, reads the range from the latest task statement and narrows it with every "too low"/"too high"
+feedback, and answers ``\\boxed{mid}``. Every second episode (first reply of a conversation) it first answers
+without a box, a format error. Replies are tokenized, closed with EOS and cut to ``max_tokens`` as vLLM does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__version__ = "0.29.0"
+
+
+@dataclass
+class SamplingParams:
+    """The fields OpenRLHF sets."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+    skip_special_tokens: bool = True
+    logprobs: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CompletionOutput:
+    """vLLM's per-completion output."""
+
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: Any
+    finish_reason: str
+
+
+@dataclass
+class RequestOutput:
+    """vLLM's per-request output."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool = True
+
+
+class AsyncEngineArgs:
+    """Keeps the engine arguments OpenRLHF passes (``model`` is the tokenizer's path here)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.model: str = kwargs["model"]
+        self.kwargs = kwargs
+
+
+class _OutputProcessor:
+    def __init__(self) -> None:
+        self.unfinished = 0
+
+    def get_num_unfinished_requests(self) -> int:
+        return self.unfinished
+
+
+#: ChatML's assistant turn header (the launcher test's tokenizer uses ChatML).
+ASSISTANT_TURN = "<|im_start|>assistant"
+_RANGE = re.compile(r"integer between 1 and (\d+)")
+_FEEDBACK = re.compile(r"(\d+) is too (low|high)")
+
+
+def guess(conversation: str) -> int:
+    """Binary search over the conversation's latest range and the feedback after it."""
+    starts = list(_RANGE.finditer(conversation))
+    if not starts:
+        return 1
+    lo, hi = 1, int(starts[-1].group(1))
+    for m in _FEEDBACK.finditer(conversation, starts[-1].end()):
+        if m.group(2) == "low":
+            lo = max(lo, int(m.group(1)) + 1)
+        else:
+            hi = min(hi, int(m.group(1)) - 1)
+    return (lo + hi) // 2
+
+
+class AsyncLLMEngine:
+    """The scripted engine (see the module docstring); records weight updates and request counts."""
+
+    def __init__(self, args: AsyncEngineArgs) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(args.model)
+        self.output_processor = _OutputProcessor()
+        self.episodes = 0
+        self.rpc_calls: list[str] = []
+
+    @classmethod
+    def from_engine_args(cls, engine_args: AsyncEngineArgs) -> AsyncLLMEngine:
+        """vLLM's constructor."""
+        return cls(engine_args)
+
+    async def is_sleeping(self) -> bool:
+        """Never asleep (no sleep mode on CPU)."""
+        return False
+
+    async def generate(self, prompt: dict[str, Any], sampling_params: Any, request_id: str) -> AsyncIterator[Any]:
+        """One reply to the token prompt, as a single final `RequestOutput`."""
+        ids = list(prompt["prompt_token_ids"])
+        conversation = self.tokenizer.decode(ids)
+        first = conversation.count(ASSISTANT_TURN) <= 1  # only the generation prompt: the episode's first reply
+        if first:
+            self.episodes += 1
+        text = "I think it is seven." if first and self.episodes % 2 == 0 else rf"\boxed{{{guess(conversation)}}}"
+        out = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        reason, limit = "stop", sampling_params.max_tokens
+        if limit is not None and len(out) > limit:
+            out, reason = out[:limit], "length"
+        completion = CompletionOutput(0, self.tokenizer.decode(out), out, None, None, reason)
+        self.output_processor.unfinished += 1
+        try:
+            yield RequestOutput(request_id, ids, [completion])
+        finally:
+            self.output_processor.unfinished -= 1
+
+    async def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Weight sync calls reach the (single) worker: recorded, nothing to load into a scripted policy."""
+        self.rpc_calls.append(method)
+        return [None]
+
+    async def reset_prefix_cache(self) -> None:
+        """No cache."""
+
+    async def sleep(self, level: int = 1) -> None:
+        """No sleep mode."""
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        """No sleep mode."""
+
+    async def pause_generation(self, mode: str = "keep") -> None:
+        """Nothing in flight between calls."""
+
+    async def resume_generation(self) -> None:
+        """Nothing paused."""

@@ -1,0 +1,3 @@
+"""`vllm.inputs.TokensPrompt`: a TypedDict in vLLM, a dict at run time."""
+
+TokensPrompt = dict
