@@ -159,6 +159,15 @@ def check_same_seed_same_transcript(env_id: str, levels: Sequence[int]) -> None:
         assert [tuple(r) for r in run_oracle(a, seed=12)] != [tuple(r) for r in run_oracle(b, seed=11)]
 
 
+def check_live_transcripts_repeat(env_id: str, level: int, submit_as: str | None = None) -> None:
+    """Seed 7's mixed live actions (`live_mixed_actions`) and their transcript repeat exactly; seed 8 differs."""
+    acts = live_mixed_actions(make(env_id, complexity=level), 7, 12, submit_as=submit_as)
+    assert acts == live_mixed_actions(make(env_id, complexity=level), 7, 12, submit_as=submit_as)
+    first = seeded_transcript(make(env_id, complexity=level), 7, acts)
+    assert first == seeded_transcript(make(env_id, complexity=level), 7, acts)
+    assert first != seeded_transcript(make(env_id, complexity=level), 8, acts), "another seed, another instance"
+
+
 def check_wrong_answer_ends_episode(env_id: str, wrong_answer: Callable[[Any], str]) -> StepResult:
     """The answer `wrong_answer(env)` (well-formed, wrong for the hidden state) ends the episode unsolved."""
     env = make(env_id, complexity=4)
