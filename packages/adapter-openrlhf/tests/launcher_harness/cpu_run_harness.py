@@ -83,7 +83,10 @@ TRACED: dict[str, tuple[str, ...]] = {
 #: Packages whose frames above a traced call are recorded too.
 PACKAGES = ("openrlhf", "gymverse_openrlhf")
 #: Ray actor classes (module, class) whose methods are wrapped in the launcher, before Ray ships them.
-ACTOR_CLASSES = (("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor"),)
+ACTOR_CLASSES = (
+    ("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor"),
+    ("openrlhf.trainer.ppo_trainer", "PPOTrainer"),
+)
 
 _lock = threading.Lock()
 _seen: set[str] = set()
@@ -98,6 +101,7 @@ def record(name: str) -> None:
     """Append ``name pid time`` to this process's trace file, and the OpenRLHF/adapter frames above the call."""
     pid = os.getpid()
     lines = [name]
+    _seen.add(name)  # a traced function is recorded at each call, never again as a caller
     frame = sys._getframe(1)
     while frame is not None:
         caller = _frame_name(frame)
@@ -162,10 +166,13 @@ def trace_module(module: ModuleType, qualnames: tuple[str, ...]) -> None:
 
 
 def trace_actor_class(module: ModuleType, cls_name: str) -> None:
-    """Wrap the methods Ray runs for actor class `cls_name` (its ``modified_class``, shipped to the worker)."""
+    """Wrap the methods Ray runs for actor class `cls_name` (its ``modified_class``, shipped to the worker).
+
+    Ray copies every method, inherited ones included, onto that class; those defined in `module` are wrapped.
+    """
     modified = getattr(module, cls_name).__ray_metadata__.modified_class
     for attr, value in list(vars(modified).items()):
-        if inspect.isfunction(value) and not attr.startswith("__ray") and value.__qualname__.startswith(cls_name):
+        if inspect.isfunction(value) and value.__module__ == module.__name__:
             setattr(modified, attr, traced(value, f"{module.__name__}.{value.__qualname__}"))
 
 
