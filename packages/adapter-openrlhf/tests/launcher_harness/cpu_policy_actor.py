@@ -76,7 +76,7 @@ class CpuPolicyModelActor(BaseModelActor):
         with torch.no_grad():
             out = self.actor(sequences, action_mask, attention_mask)
         self.actor.train()
-        return out  # type: ignore[no-any-return]
+        return out
 
     def empty_cache(self) -> None:
         """No CUDA cache on CPU."""

@@ -181,7 +181,7 @@ class _Loader(importlib.abc.Loader):
         self.loader, self.after = loader, after
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+        return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
@@ -305,6 +305,14 @@ def _capture_experiences(module: ModuleType) -> None:
     cls.make_experience_batch = make_experience_batch
 
 
+def _trace_after_import(module: ModuleType, qualnames: tuple[str, ...]) -> None:
+    trace_module(module, qualnames)
+
+
+def _trace_actor_after_import(module: ModuleType, cls_name: str) -> None:
+    trace_actor_class(module, cls_name)
+
+
 def _one_thread(torch: ModuleType) -> None:
     torch.set_num_threads(1)
 
@@ -320,8 +328,8 @@ def install() -> None:
     hooks.add("torch", _one_thread)
     hooks.add("openrlhf.trainer.ray.ppo_actor", _replace_policy_actor)
     for name, qualnames in TRACED.items():
-        hooks.add(name, lambda m, q=qualnames: trace_module(m, q))
+        hooks.add(name, functools.partial(_trace_after_import, qualnames=qualnames))
     for name, cls_name in ACTOR_CLASSES:
-        hooks.add(name, lambda m, c=cls_name: trace_actor_class(m, c))
+        hooks.add(name, functools.partial(_trace_actor_after_import, cls_name=cls_name))
     hooks.add("gymverse_openrlhf.curriculum", _watch_curriculum_handle)
     hooks.add("openrlhf.trainer.ppo_utils.experience_maker", _capture_experiences)
