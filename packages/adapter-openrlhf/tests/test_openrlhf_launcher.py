@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -330,14 +329,13 @@ def check_no_leftovers(marker: str) -> None:
     assert not _pids_of_run(marker), [Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in _pids_of_run(marker)]
 
 
-@pytest.fixture
-def run_marker() -> Iterator[str]:
-    marker = uuid.uuid4().hex
-    yield marker
-    _kill_run(marker)
+def synced_before_rollout(trace: list[tuple[str, int, float]]) -> bool:
+    """Whether the trainer pushed weights to vLLM before its first rollout (what OpenRLHF does on a resume)."""
+    broadcast = first(trace, "openrlhf.trainer.ppo_trainer.BasePPOTrainer.broadcast_to_vllm")[2]
+    return broadcast < first(trace, "openrlhf.trainer.ppo_utils.samples_generator.SamplesGenerator.generate_samples")[2]
 
 
-def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_path: Path, run_marker: str) -> None:
+def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_path: Path) -> None:
     """Run 1: two batches at levels 1 and 2, a checkpoint per step; run 2 resumes for two new batches at 3, 4."""
     from gymverse_openrlhf.cli import make_dataset
 
@@ -346,6 +344,7 @@ def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_pat
     make_dataset([ENV], 4, str(data))
     ckpt = tmp_path / "ckpt"
     ray_tmp = tempfile.mkdtemp(prefix="gvray-", dir="/tmp")
+    run_marker = uuid.uuid4().hex
     flags = launcher_flags(model, data, ckpt)
     try:
         run_launcher(flags, tmp_path / "trace1", tmp_path / "run1.log", ray_tmp, run_marker)
@@ -353,6 +352,7 @@ def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_pat
         trace1, batches1 = read_trace(tmp_path / "trace1"), read_batches(tmp_path / "trace1")
         check_run(trace1, batches1)
         assert levels(batches1) == [1, 2]  # promoted after batch 1 (all solved, patience 1)
+        assert not synced_before_rollout(trace1)
 
         # The launcher dropped its curriculum handle before any episode ran; the detached actor served them all.
         released = first(trace1, "harness.curriculum_handle_released")
@@ -377,6 +377,7 @@ def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_pat
         trace2, batches2 = read_trace(tmp_path / "trace2"), read_batches(tmp_path / "trace2")
         check_run(trace2, batches2)  # exactly two new batches
         assert levels(batches2) == [3, 4]  # the restored level, then promoted again
+        assert synced_before_rollout(trace2)  # OpenRLHF restored global_step 2 from the actor's checkpoint states
         assert sorted(p.name for p in actor_dir.iterdir()) == [f"global_step{i}" for i in (1, 2, 3, 4)] + ["latest"]
         state = json.loads((ckpt / "checkpoints" / "gymverse_curriculum.json").read_text())
         assert (state["global_step"], state["controller"]["envs"][ENV]["level"]) == (4, 5)
