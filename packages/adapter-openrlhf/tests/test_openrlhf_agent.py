@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -13,6 +12,7 @@ import gymverse
 import pytest
 from gymverse.envs.game.guess_number import GuessTheNumber
 from gymverse.registry import deregister, register
+from gymverse.testing import tiny_tokenizer
 from gymverse.vector import shared_pool
 from gymverse_openrlhf.agent_func import AgentExecutor
 from gymverse_openrlhf.labels import EnvLabel, dataset_rows
@@ -226,20 +226,11 @@ def test_token_budget_cut_closes_the_session(tokenizer: Any, engine_cls: Any, sa
 
 
 def test_qwen3_thinking_template_env_turns_and_verbatim_thinking(
-    tokenizer: Any, engine_cls: Any, sampling_params: Any
+    corpus: list[str], engine_cls: Any, sampling_params: Any
 ) -> None:
     """The real Qwen3 template (which re-renders history without <think>): env turns still carry its user markers,
     the model's thinking stays in its own sequence, and the env sees only the answer (not the decoy in the thought)."""
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    templates = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-    qwen3 = PreTrainedTokenizerFast(
-        tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer), eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    qwen3.add_tokens(["<think>", "</think>"])
-    qwen3.chat_template = templates["qwen3"]
+    qwen3 = tiny_tokenizer(corpus, "qwen3", vocab_size=600)
     row = next(dataset_rows([ENV], 1, seed=11))
     turns = oracle(ENV, 11)
     engine = engine_cls(qwen3, [f"<think>\nmaybe \\boxed{{99}}?\n</think>\n\n{a}" for a, *_ in turns])
@@ -267,7 +258,6 @@ def test_turn_cap_from_the_gymverse_flags(
     assert out["scores"] == 0.0
 
 
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 ENV_TURN = {  # what each real template renders for an env (user) turn after the assistant's end-of-turn token
     "llama3": "<|start_header_id|>user<|end_header_id|>\n\n{obs}<|eot_id|>"
     "<|start_header_id|>assistant<|end_header_id|>\n\n",
@@ -277,26 +267,11 @@ ENV_TURN = {  # what each real template renders for an env (user) turn after the
 
 @pytest.mark.parametrize("family", ["llama3", "qwen2.5"])
 def test_llama3_and_chatml_templates_format_env_turns(
-    tokenizer: Any, engine_cls: Any, sampling_params: Any, family: Any
+    corpus: list[str], engine_cls: Any, sampling_params: Any, family: Any
 ) -> None:
     """The real Llama-3 and ChatML (Qwen2.5) templates through the agent: env turns carry the template's user and
     assistant markers around the observation, and the model's turns stay verbatim."""
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    templates = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-    if family == "llama3":
-        tok = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer))
-        tok.add_tokens(LLAMA3_SPECIALS, special_tokens=True)
-        tok.eos_token, tok.bos_token, tok.pad_token = "<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>"
-    else:
-        tok = PreTrainedTokenizerFast(
-            tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer),
-            eos_token="<|im_end|>",
-            pad_token="<|endoftext|>",
-        )
-    tok.chat_template = templates[family]
+    tok = tiny_tokenizer(corpus, family, vocab_size=600)
     row = next(dataset_rows([ENV], 1, seed=12))
     turns = oracle(ENV, 12)
     engine = engine_cls(tok, [a for a, *_ in turns])

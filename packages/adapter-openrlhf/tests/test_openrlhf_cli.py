@@ -60,5 +60,8 @@ def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path: Any, tokeni
     ],
 )
 def test_make_dataset_rejects_bad_input(tmp_path: Any, capsys: Any, args: Any, message: Any) -> None:
-    assert main(["make-dataset", *args, "--out", str(tmp_path / "x.jsonl")]) == 2
-    assert message in capsys.readouterr().err
+    out = tmp_path / "x.jsonl"
+    assert main(["make-dataset", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gymverse-openrlhf: error: ") and message in err
+    assert not out.exists()

@@ -54,24 +54,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 def build_model(tokenizer: Any, path: Path) -> Path:
     """A tiny random Llama with the test tokenizer (ChatML template) saved as an HF checkpoint."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from gymverse.testing import random_causal_lm
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
+    model = random_causal_lm(tokenizer, max_position_embeddings=2048, tie_word_embeddings=True)
+    model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 
