@@ -197,6 +197,23 @@ def test_blacklist_bypass_shell_is_contained(runner: Sandbox | SandboxPool) -> N
     assert _live_processes_of(uid) == []  # the detached sleep and the bomb died with the job
 
 
+def test_every_background_process_is_gone_when_run_returns(runner: Sandbox | SandboxPool) -> None:
+    # bwrap exits as soon as its init reports the job's exit, while the kernel is still killing the rest of the
+    # namespace: `run` must wait for that, not for bwrap (seen: detached sleeps alive after `run` returned).
+    src = (
+        "import subprocess\n"
+        "[subprocess.Popen(['sleep', '300'], start_new_session=True) for _ in range(12)]\n"
+        "len(__import__('os').listdir('/proc'))"
+    )
+    for _ in range(20):
+        res = runner.run(src)
+        assert res.status == "ok", res.error
+        _require(res, "uid")
+        uid = _job_uid(res)
+        assert uid is not None
+        assert _live_processes_of(uid) == []
+
+
 def test_detached_background_process_dies_with_the_job(runner: Sandbox | SandboxPool) -> None:
     src = "import subprocess\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\np.pid"
     res = runner.run(src)

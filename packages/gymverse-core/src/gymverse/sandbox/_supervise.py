@@ -165,8 +165,9 @@ def use_bwrap() -> bool:
 
 def spawn_exec(
     spec: dict[str, Any], bwrap: bool, stdio: tuple[int, int] | None = None
-) -> tuple[int, int, int, int, int]:
-    """Exec a fresh launcher (under bwrap or not); returns (pid, pidfd, stdout fd, stderr fd, result fd).
+) -> tuple[int, int, int, int, int, int | None]:
+    """Exec a fresh launcher (under bwrap or not); returns (pid, pidfd, stdout fd, stderr fd, result fd, bwrap
+    info fd or None).
 
     `stdio`: the job's stdin and stdout instead of ``/dev/null`` and a captured pipe (an env host's request and
     answer pipes); the returned stdout fd then reads EOF at once.
@@ -186,18 +187,24 @@ def spawn_exec(
     ]
     role, parent = ("bwrap", 0) if bwrap else ("launch", os.getpid())
     argv = [sys.executable, "-I", "-S", "-c", BOOTSTRAP, package_dir(), role, str(parent)]
-    if bwrap:
-        argv = _bwrap.command(spec["limits"]["network"]) + argv
+    info_r, info_w = os.pipe() if bwrap else (None, None)
+    if info_w is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, info_w, _bwrap.INFO_FD))
+        argv = _bwrap.command(spec["limits"]["network"], info_fd=_bwrap.INFO_FD) + argv
     path = shutil.which(argv[0]) or argv[0]
     try:
         pid = os.posix_spawn(path, argv, SPAWN_ENV, file_actions=actions, setsid=True)
+    except BaseException:
+        if info_r is not None:
+            os.close(info_r)
+        raise
     finally:
-        for fd in (out_w, err_w, res_w, spec_r, devnull):
+        for fd in (out_w, err_w, res_w, spec_r, devnull, *([] if info_w is None else [info_w])):
             os.close(fd)
     pidfd = os.pidfd_open(pid)
     with os.fdopen(spec_w, "wb") as f:  # the launcher reads it all before doing anything else
         f.write(json.dumps(spec).encode())
-    return pid, pidfd, out_r, err_r, res_r
+    return pid, pidfd, out_r, err_r, res_r, info_r
 
 
 def kill(pidfd: int, pid: int, uid: int | None, spec: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gymverse.sandbox import _isolation, _supervise
+from gymverse.sandbox import _bwrap, _isolation, _supervise
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
 
 #: How a fresh job is launched: ``auto`` (bubblewrap when installed and usable, else ctypes), or forced.
@@ -86,6 +86,7 @@ class Launched:
     spec: dict[str, Any]
     start: float
     bwrap: bool
+    info_fd: int | None = None  # bwrap's report of its sandbox's init (`_bwrap.await_sandbox_end`)
 
 
 def launch(
@@ -104,11 +105,11 @@ def launch(
         raise RuntimeError("Sandbox(backend='bwrap'): bubblewrap is not installed or not usable here (needs root)")
     _supervise.prepare(spec, dict(files or {}), bwrap or mounts_available(spec))
     try:
-        pid, pidfd, out_r, err_r, res_r = _supervise.spawn_exec(spec, bwrap, stdio)
+        pid, pidfd, out_r, err_r, res_r, info_fd = _supervise.spawn_exec(spec, bwrap, stdio)
     except BaseException:
         _supervise.cleanup(spec)
         raise
-    return Launched(pid, pidfd, (out_r, err_r, res_r), spec, start, bwrap)
+    return Launched(pid, pidfd, (out_r, err_r, res_r), spec, start, bwrap, info_fd)
 
 
 def finish(job: Launched) -> SandboxResult:
@@ -120,9 +121,9 @@ def finish(job: Launched) -> SandboxResult:
             out, err, (res,), timed_out = _supervise.supervise(job.fds, limits, job.start, kill, pidfd=job.pidfd)
         finally:
             os.waitpid(job.pid, 0)
+            ended = job.info_fd is None or _bwrap.await_sandbox_end(job.info_fd, _supervise.KILL_GRACE)
         uid = job.spec.get("uid")
-        if timed_out and uid is not None:
-            # Killed at the deadline: the launcher is gone at once, its PID namespace's processes a little later.
+        if not ended and uid is not None:  # bwrap's init did not end in time: kill what is left of the job
             _isolation.reap_uid_until_gone(uid, settle=_supervise.KILL_GRACE)
         result = _supervise.finish(_supervise.result_from(res, timed_out, limits), out, err, limits, job.start)
         if not job.bwrap and result["isolation"]:
