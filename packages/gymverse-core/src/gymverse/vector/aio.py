@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from gymverse.core import Env
-from gymverse.vector.base import Actions, InProcessVecEnv, VecStepResult, base_seeds, check_step_timeout
+from gymverse.vector.base import Actions, InProcessVecEnv, VecStepResult
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
@@ -64,13 +64,11 @@ class AsyncVecEnv(InProcessVecEnv):
         step_timeout: float | None = None,
         max_workers: int | None = None,
     ) -> None:
-        super().__init__(recipes, autoreset)
-        check_step_timeout(step_timeout)
+        super().__init__(recipes, autoreset, seed, step_timeout)
         workers = max_workers if max_workers is not None else min(self.num_envs, 128)
         if workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {workers}")
-        self.step_timeout = step_timeout
-        self.slots = [EnvSlot(r, s, self.autoreset) for r, s in zip(self.recipes, base_seeds(seed, self.num_envs))]
+        self.slots = [EnvSlot(r, s, self.autoreset) for r, s in zip(self.recipes, self.seeds)]
         self._runner = BlockingRunner(workers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

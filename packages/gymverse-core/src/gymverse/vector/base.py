@@ -90,13 +90,22 @@ class VecEnv(ABC):
 
     backend: str = "abstract"
 
-    def __init__(self, recipes: Sequence[EnvRecipe], autoreset: str = "same_step") -> None:
+    def __init__(
+        self,
+        recipes: Sequence[EnvRecipe],
+        autoreset: str = "same_step",
+        seed: int | None = None,
+        step_timeout: float | None = None,
+    ) -> None:
+        """Validate the options every backend shares; env ``i`` gets base seed ``seed + i`` (`base_seeds`)."""
         if not recipes:
             raise ValueError("a vector env needs at least one env")
         self.recipes = list(recipes)
         self.num_envs = len(recipes)
         self.env_ids = [r.env_id for r in recipes]
         self.autoreset: AutoresetMode = check_autoreset(autoreset)
+        self.step_timeout = check_step_timeout(step_timeout)
+        self.seeds = base_seeds(seed, self.num_envs)
         self.closed = False
 
     # ------------------------------------------------------------------ validation

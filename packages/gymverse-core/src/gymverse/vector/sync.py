@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.vector.base import InProcessVecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import InProcessVecEnv, VecStepResult
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 
@@ -26,15 +26,13 @@ class SyncVecEnv(InProcessVecEnv):
         seed: int | None = None,
         step_timeout: float | None = None,
     ) -> None:
-        super().__init__(recipes, autoreset)
+        super().__init__(recipes, autoreset, seed, step_timeout)
         if step_timeout is not None and threading.current_thread() is not threading.main_thread():
             raise ValueError(
                 "the sync backend enforces step_timeout with SIGALRM, which only works on the main thread; "
                 "use backend='process' (or 'async') to bound env calls from other threads"
             )
-        self.slots = [
-            EnvSlot(r, s, self.autoreset, step_timeout) for r, s in zip(self.recipes, base_seeds(seed, self.num_envs))
-        ]
+        self.slots = [EnvSlot(r, s, self.autoreset, step_timeout) for r, s in zip(self.recipes, self.seeds)]
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
         obs: list[str] = []
