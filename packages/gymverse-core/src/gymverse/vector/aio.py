@@ -17,10 +17,10 @@ import inspect
 import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from gymverse.core import Env
-from gymverse.vector.base import Actions, InProcessVecEnv, VecStepResult
+from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
@@ -57,14 +57,9 @@ class AsyncVecEnv(InProcessVecEnv):
     backend = "async"
 
     def __init__(
-        self,
-        recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
-        max_workers: int | None = None,
+        self, recipes: Sequence[EnvRecipe], *, max_workers: int | None = None, **options: Unpack[VecOptions]
     ) -> None:
-        super().__init__(recipes, autoreset, seed, step_timeout)
+        super().__init__(recipes, **options)
         workers = max_workers if max_workers is not None else min(self.num_envs, 128)
         if workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {workers}")

@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import VecStepResult
+from gymverse.vector.base import VecOptions, VecStepResult
 from gymverse.vector.faults import (
     InjectedFault,
     StepTimeout,
@@ -69,13 +69,12 @@ class ProcessVecEnv(HostedVecEnv):
     def __init__(
         self,
         recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
+        *,
         num_workers: int | None = None,
         start_method: str = "forkserver",
+        **options: Unpack[VecOptions],
     ) -> None:
-        super().__init__(recipes, autoreset, seed, step_timeout)
+        super().__init__(recipes, **options)
         if start_method not in _START_METHODS:
             raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
         self._plan_hosts(num_workers if num_workers is not None else min(self.num_envs, os.cpu_count() or 1))

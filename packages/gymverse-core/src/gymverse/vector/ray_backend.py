@@ -13,9 +13,9 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import VecStepResult
+from gymverse.vector.base import VecOptions, VecStepResult
 from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, SlotMeta
@@ -75,20 +75,19 @@ class RayVecEnv(HostedVecEnv):
     def __init__(
         self,
         recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
+        *,
         num_workers: int | None = None,
         actor_options: dict[str, Any] | None = None,
+        **options: Unpack[VecOptions],
     ) -> None:
-        super().__init__(recipes, autoreset, seed, step_timeout)
+        super().__init__(recipes, **options)
         ray = _ray()
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self._plan_hosts(num_workers or min(self.num_envs, max(1, int(ray.cluster_resources().get("CPU", 1)))))
         # num_cpus=0: hosts mostly wait on envs; Ray would otherwise cap the actor count at the CPU count.
-        options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **(actor_options or {})}
-        self._actor_cls = ray.remote(**options)(RayEnvHost)
+        remote_options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **(actor_options or {})}
+        self._actor_cls = ray.remote(**remote_options)(RayEnvHost)
         self.hosts: list[Any] = []
         try:
             self.hosts = [self._start(block) for block in self.blocks]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import InProcessVecEnv, VecStepResult
+from gymverse.vector.base import InProcessVecEnv, VecOptions, VecStepResult
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 
@@ -19,20 +19,14 @@ class SyncVecEnv(InProcessVecEnv):
 
     backend = "sync"
 
-    def __init__(
-        self,
-        recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
-    ) -> None:
-        super().__init__(recipes, autoreset, seed, step_timeout)
-        if step_timeout is not None and threading.current_thread() is not threading.main_thread():
+    def __init__(self, recipes: Sequence[EnvRecipe], **options: Unpack[VecOptions]) -> None:
+        super().__init__(recipes, **options)
+        if self.step_timeout is not None and threading.current_thread() is not threading.main_thread():
             raise ValueError(
                 "the sync backend enforces step_timeout with SIGALRM, which only works on the main thread; "
                 "use backend='process' (or 'async') to bound env calls from other threads"
             )
-        self.slots = [EnvSlot(r, s, self.autoreset, step_timeout) for r, s in zip(self.recipes, self.seeds)]
+        self.slots = [EnvSlot(r, s, self.autoreset, self.step_timeout) for r, s in zip(self.recipes, self.seeds)]
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
         obs: list[str] = []
