@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, Unpack
 
 from gymverse.core import Env
-from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult
+from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
@@ -196,8 +196,7 @@ class AsyncVecEnv(InProcessVecEnv):
     async def _gather_reset(
         self, indices: list[int], seeds: list[int | None]
     ) -> tuple[list[str], list[dict[str, Any]]]:
-        pairs = await asyncio.gather(*(self._one_reset(i, s) for i, s in zip(indices, seeds)))
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+        return collect_resets(await asyncio.gather(*(self._one_reset(i, s) for i, s in zip(indices, seeds))))
 
     async def _gather_step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         steps: list[Any] = [None] * len(indices)

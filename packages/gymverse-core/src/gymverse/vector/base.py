@@ -16,7 +16,7 @@ Autoreset (default ``"same_step"``, chosen because it never spends a model call 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -60,6 +60,18 @@ class VecStepResult:
             list(infos),
             indices,
         )
+
+
+def collect_resets(
+    resets: Iterable[tuple[str, dict[str, Any]]],
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Assemble per-env ``(observation, info)`` pairs (in `indices` order) into the batched reset result."""
+    obs: list[str] = []
+    infos: list[dict[str, Any]] = []
+    for o, info in resets:
+        obs.append(o)
+        infos.append(info)
+    return obs, infos
 
 
 def check_autoreset(mode: str) -> AutoresetMode:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
 from typing import Any, Unpack
 
-from gymverse.vector.base import VecOptions, VecStepResult
+from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import (
     InjectedFault,
     StepTimeout,
@@ -247,14 +247,7 @@ class ProcessVecEnv(HostedVecEnv):
             self._reset_failures[i] = 0
         items = {i: (i, s, None) for i, s in zip(indices, seeds)}
         results = self._run("reset", items, lambda i, item, fault: (i, item[1], fault))
-        obs, infos = [], []
-        for i in indices:
-            o, info, meta = self._decoded_reset(i, results[i])
-            self.ledger.after_reset(i, meta)
-            self._count_reset(i, info)
-            obs.append(o)
-            infos.append(info)
-        return obs, infos
+        return collect_resets(self._after_reset(i, results[i]) for i in indices)
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         items = {i: (i, a) for i, a in zip(indices, actions)}
@@ -282,11 +275,15 @@ class ProcessVecEnv(HostedVecEnv):
         if due:
             resets = self._run("autoreset", {i: (i, None) for i in due}, lambda i, item, fault: (i, fault))
             for i in due:
-                obs, info, meta = self._decoded_reset(i, resets[i])
-                self.ledger.after_reset(i, meta)
-                self._count_reset(i, info)
-                steps[i] = EnvSlot.merge_final((obs, info), steps[i])
+                steps[i] = EnvSlot.merge_final(self._after_reset(i, resets[i]), steps[i])
         return VecStepResult.collect(indices, [steps[i] for i in indices])
+
+    def _after_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any]]:
+        """Book-keep env `i`'s reset result (explicit or ``"same_step"``): ledger and quarantine count."""
+        obs, info, meta = self._decoded_reset(i, res)
+        self.ledger.after_reset(i, meta)
+        self._count_reset(i, info)
+        return obs, info
 
     def _decoded_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any], Any]:
         if not isinstance(res, _Undecodable):

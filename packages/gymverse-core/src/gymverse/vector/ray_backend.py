@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-from gymverse.vector.base import VecOptions, VecStepResult
+from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, SlotMeta
@@ -177,7 +177,7 @@ class RayVecEnv(HostedVecEnv):
             lambda i, item, res: self.ledger.after_reset(i, res[2]),
             lambda i, item, fault: ((i, item[0][1], fault),),
         )
-        return [results[i][0] for i in indices], [results[i][1] for i in indices]
+        return collect_resets((results[i][0], results[i][1]) for i in indices)
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         items: dict[int, tuple[Any, ...]] = {i: (i, a) for i, a in zip(indices, actions)}

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-from gymverse.vector.base import InProcessVecEnv, VecOptions, VecStepResult
+from gymverse.vector.base import InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 
@@ -29,13 +29,8 @@ class SyncVecEnv(InProcessVecEnv):
         self.slots = [EnvSlot(r, s, self.autoreset, self.step_timeout) for r, s in zip(self.recipes, self.seeds)]
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
-        obs: list[str] = []
-        infos: list[dict[str, Any]] = []
-        for i, s in zip(indices, seeds):
-            o, info = self.slots[i].reset(s)
-            obs.append(o)
-            infos.append(info)
-        return obs, infos
+        slots = self.slots
+        return collect_resets(slots[i].reset(s) for i, s in zip(indices, seeds))
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         slots = self.slots
