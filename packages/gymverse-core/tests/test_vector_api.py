@@ -45,6 +45,11 @@ def test_make_vec_rejects_bad_arguments_with_clear_errors() -> None:
         make_vec("vectest:Count", 2, autoreset="always")
     with pytest.raises(LookupError, match="unknown env id 'vectest:Nope'"):
         make_vec("vectest:Nope", 2)
+    for backend in ("sync", "async", "process"):  # one check in `VecEnv`, the sync backend included
+        with pytest.raises(ValueError, match="step_timeout must be positive seconds, got 0"):
+            make_vec("vectest:Count", 2, backend=backend, step_timeout=0)
+    with pytest.raises(TypeError, match=r"AsyncVecEnv.__init__\(\) got an unexpected keyword argument 'max_worker'"):
+        make_vec("vectest:Count", 2, backend="async", backend_options={"max_worker": 2})
     with make_vec("vectest:Count", 3, seed=0) as venv:
         venv.reset()
         with pytest.raises(ValueError, match="got 2 actions for 3 envs"):

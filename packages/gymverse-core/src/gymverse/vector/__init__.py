@@ -19,7 +19,7 @@ from typing import Any
 
 from gymverse.core import Env
 from gymverse.vector.aio import AsyncVecEnv, declares_nonblocking, is_native_async
-from gymverse.vector.base import VecEnv, VecStepResult
+from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
 from gymverse.vector.faults import StepTimeout, VectorError, WorkerCrashed
 from gymverse.vector.pool import EnvPool, EnvSession, configure_shared_pool, shared_pool
 from gymverse.vector.process import ProcessVecEnv
@@ -61,7 +61,7 @@ def make_vec(
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     recipes = [EnvRecipe.resolve(e, env_kwargs, wrappers) for e in ids]
     opts = dict(backend_options or {})
-    common: dict[str, Any] = {"autoreset": autoreset, "seed": seed, "step_timeout": step_timeout}
+    common: VecOptions = {"autoreset": autoreset, "seed": seed, "step_timeout": step_timeout}
     if backend == "sync":
         if opts:
             raise ValueError(f"the sync backend takes no backend_options, got {sorted(opts)}")

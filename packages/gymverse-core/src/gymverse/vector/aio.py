@@ -17,10 +17,10 @@ import inspect
 import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from gymverse.core import Env
-from gymverse.vector.base import Actions, InProcessVecEnv, VecStepResult, base_seeds, check_step_timeout
+from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
@@ -57,20 +57,13 @@ class AsyncVecEnv(InProcessVecEnv):
     backend = "async"
 
     def __init__(
-        self,
-        recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
-        max_workers: int | None = None,
+        self, recipes: Sequence[EnvRecipe], *, max_workers: int | None = None, **options: Unpack[VecOptions]
     ) -> None:
-        super().__init__(recipes, autoreset)
-        check_step_timeout(step_timeout)
+        super().__init__(recipes, **options)
         workers = max_workers if max_workers is not None else min(self.num_envs, 128)
         if workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {workers}")
-        self.step_timeout = step_timeout
-        self.slots = [EnvSlot(r, s, self.autoreset) for r, s in zip(self.recipes, base_seeds(seed, self.num_envs))]
+        self.slots = [EnvSlot(r, s, self.autoreset) for r, s in zip(self.recipes, self.seeds)]
         self._runner = BlockingRunner(workers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -203,8 +196,7 @@ class AsyncVecEnv(InProcessVecEnv):
     async def _gather_reset(
         self, indices: list[int], seeds: list[int | None]
     ) -> tuple[list[str], list[dict[str, Any]]]:
-        pairs = await asyncio.gather(*(self._one_reset(i, s) for i, s in zip(indices, seeds)))
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+        return collect_resets(await asyncio.gather(*(self._one_reset(i, s) for i, s in zip(indices, seeds))))
 
     async def _gather_step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         steps: list[Any] = [None] * len(indices)

@@ -16,9 +16,9 @@ Autoreset (default ``"same_step"``, chosen because it never spends a model call 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -62,6 +62,18 @@ class VecStepResult:
         )
 
 
+def collect_resets(
+    resets: Iterable[tuple[str, dict[str, Any]]],
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Assemble per-env ``(observation, info)`` pairs (in `indices` order) into the batched reset result."""
+    obs: list[str] = []
+    infos: list[dict[str, Any]] = []
+    for o, info in resets:
+        obs.append(o)
+        infos.append(info)
+    return obs, infos
+
+
 def check_autoreset(mode: str) -> AutoresetMode:
     """Validate an autoreset mode name."""
     if mode not in AUTORESET_MODES:
@@ -85,18 +97,35 @@ def check_step_timeout(step_timeout: float | None) -> float | None:
     return step_timeout
 
 
+class VecOptions(TypedDict, total=False):
+    """The options every backend takes, as keywords (`make_vec` passes them through); each may be left out."""
+
+    #: ``"same_step"`` (the default), ``"next_step"`` or ``"disabled"`` (see this module's docstring).
+    autoreset: str
+    #: Env ``i`` gets base seed ``seed + i``; None (the default) draws fresh entropy.
+    seed: int | None
+    #: Positive seconds one env call may take before it is stopped and blamed on its env; None: no limit.
+    step_timeout: float | None
+
+
 class VecEnv(ABC):
     """N text envs stepped together. Subclasses implement the `_reset`/`_step`/`_set_complexity`/`_close` hooks."""
 
     backend: str = "abstract"
 
-    def __init__(self, recipes: Sequence[EnvRecipe], autoreset: str = "same_step") -> None:
+    def __init__(self, recipes: Sequence[EnvRecipe], **options: Unpack[VecOptions]) -> None:
+        """Validate the options every backend shares (`VecOptions`)."""
+        for name in options:  # `Unpack` is checked by mypy only; keep Python's error for a misspelt option
+            if name not in VecOptions.__annotations__:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {name!r}")
         if not recipes:
             raise ValueError("a vector env needs at least one env")
         self.recipes = list(recipes)
         self.num_envs = len(recipes)
         self.env_ids = [r.env_id for r in recipes]
-        self.autoreset: AutoresetMode = check_autoreset(autoreset)
+        self.autoreset: AutoresetMode = check_autoreset(options.get("autoreset", "same_step"))
+        self.step_timeout = check_step_timeout(options.get("step_timeout"))
+        self.seeds = base_seeds(options.get("seed"), self.num_envs)
         self.closed = False
 
     # ------------------------------------------------------------------ validation

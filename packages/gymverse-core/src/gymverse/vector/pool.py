@@ -20,7 +20,7 @@ from typing import Any
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
 from gymverse.vector.aio import is_native_async
-from gymverse.vector.base import base_seeds
+from gymverse.vector.base import base_seeds, check_step_timeout
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import StepTimeout, VectorError
 from gymverse.vector.slot import EnvRecipe, EnvSlot, WrapperFn
@@ -157,10 +157,8 @@ class EnvPool:
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
         self.max_concurrency = max_concurrency
-        self.step_timeout = step_timeout
+        self.step_timeout = check_step_timeout(step_timeout)
         self.wrappers = tuple(wrappers)
         self._limiter = _Limiter(max_concurrency)
         self._runner = BlockingRunner(max_workers or min(max_concurrency, 64), "gymverse-session")

@@ -22,18 +22,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import VecEnv, VecStepResult, base_seeds, check_step_timeout
+from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import (
     InjectedFault,
-    ReplayLedger,
     StepTimeout,
     VectorError,
     WorkerCrashed,
     error_info,
     error_observation,
 )
+from gymverse.vector.hosted import HostedVecEnv
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 from gymverse.vector.worker import worker_main
 
@@ -54,17 +54,6 @@ class _Worker:
     indices: list[int]
 
 
-def _split(n: int, workers: int) -> list[list[int]]:
-    """Contiguous, near-equal blocks of env indices."""
-    base, extra = divmod(n, workers)
-    out, start = [], 0
-    for w in range(workers):
-        size = base + (1 if w < extra else 0)
-        out.append(list(range(start, start + size)))
-        start += size
-    return out
-
-
 class _Undecodable:
     """Stands in for one env's result that the parent could not unpickle."""
 
@@ -72,7 +61,7 @@ class _Undecodable:
         self.why = why
 
 
-class ProcessVecEnv(VecEnv):
+class ProcessVecEnv(HostedVecEnv):
     """Envs in `num_workers` processes (default: one per CPU core, at most one per env)."""
 
     backend = "process"
@@ -80,35 +69,24 @@ class ProcessVecEnv(VecEnv):
     def __init__(
         self,
         recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
+        *,
         num_workers: int | None = None,
         start_method: str = "forkserver",
+        **options: Unpack[VecOptions],
     ) -> None:
-        super().__init__(recipes, autoreset)
+        super().__init__(recipes, **options)
         if start_method not in _START_METHODS:
             raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
-        check_step_timeout(step_timeout)
-        workers = num_workers if num_workers is not None else min(self.num_envs, os.cpu_count() or 1)
-        if not 1 <= workers <= self.num_envs:
-            raise ValueError(f"num_workers must be in 1..{self.num_envs}, got {workers}")
-        self.step_timeout = step_timeout
+        self._plan_hosts(num_workers if num_workers is not None else min(self.num_envs, os.cpu_count() or 1))
         self._ctx: Any = mp.get_context(start_method)
         if start_method == "forkserver":
             self._ctx.set_forkserver_preload(["gymverse.vector.worker"])
-        self._seeds = base_seeds(seed, self.num_envs)
-        self.ledger = ReplayLedger(self._seeds)
         self.workers: list[_Worker] = []
-        self._owner = [0] * self.num_envs
-        self.restarts = 0
         self._reset_failures = [0] * self.num_envs
         #: Quarantined envs and why.
         self.quarantined: dict[int, str] = {}
         try:
-            for w, block in enumerate(_split(self.num_envs, workers)):
-                for i in block:
-                    self._owner[i] = w
+            for block in self.blocks:
                 self.workers.append(self._start(block))
         except BaseException:
             self._close()
@@ -119,8 +97,7 @@ class ProcessVecEnv(VecEnv):
         parent, child = self._ctx.Pipe(duplex=True)
         cursor = self._ctx.RawArray("d", 2)
         cursor[0] = -1
-        recipes = {i: self.recipes[i] for i in indices}
-        seeds = {i: self._seeds[i] for i in indices}
+        recipes, seeds = self._host_args(indices)
         proc = self._ctx.Process(
             target=worker_main, args=(child, cursor, recipes, seeds, self.autoreset), daemon=True, name="gymverse-env"
         )
@@ -141,8 +118,7 @@ class ProcessVecEnv(VecEnv):
         self.restarts += 1
         new = self._start(old.indices)
         self.workers[wid] = new
-        items = [(i, *(self.ledger.culprit_record(i) if i in culprits else self.ledger.record(i))) for i in old.indices]
-        new.conn.send(("restore", items))
+        new.conn.send(("restore", self._restore_items(old.indices, culprits)))
         if not new.conn.poll(_RESTORE_TIMEOUT):
             self._kill(new)
             raise VectorError(f"a replacement worker did not finish replaying its envs in {_RESTORE_TIMEOUT}s")
@@ -178,7 +154,7 @@ class ProcessVecEnv(VecEnv):
         failed: dict[int, tuple[bool, _Worker]] = {}
         pending = {wid: self.workers[wid] for wid in wids}
         broken: list[str] = []
-        poll = None if self.step_timeout is None else min(0.05, self.step_timeout / 4)
+        poll = self._poll_interval()
         while pending:
             waitables: list[Any] = [w.conn for w in pending.values()] + [w.proc.sentinel for w in pending.values()]
             ready = set(mp_wait(waitables, timeout=poll))
@@ -271,14 +247,7 @@ class ProcessVecEnv(VecEnv):
             self._reset_failures[i] = 0
         items = {i: (i, s, None) for i, s in zip(indices, seeds)}
         results = self._run("reset", items, lambda i, item, fault: (i, item[1], fault))
-        obs, infos = [], []
-        for i in indices:
-            o, info, meta = self._decoded_reset(i, results[i])
-            self.ledger.after_reset(i, meta)
-            self._count_reset(i, info)
-            obs.append(o)
-            infos.append(info)
-        return obs, infos
+        return collect_resets(self._after_reset(i, results[i]) for i in indices)
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         items = {i: (i, a) for i, a in zip(indices, actions)}
@@ -302,15 +271,19 @@ class ProcessVecEnv(VecEnv):
         if lost:
             self._run("discard", {i: i for i in lost}, lambda i, item, fault: item)
         # "same_step": the reset runs as its own supervised call, so a crash or hang there keeps the final step
-        due = [i for i in indices if self.autoreset == "same_step" and i not in lost and EnvSlot.owes_reset(steps[i])]
+        due = self._owing_reset(indices, steps, skip=lost)
         if due:
             resets = self._run("autoreset", {i: (i, None) for i in due}, lambda i, item, fault: (i, fault))
             for i in due:
-                obs, info, meta = self._decoded_reset(i, resets[i])
-                self.ledger.after_reset(i, meta)
-                self._count_reset(i, info)
-                steps[i] = EnvSlot.merge_final((obs, info), steps[i])
+                steps[i] = EnvSlot.merge_final(self._after_reset(i, resets[i]), steps[i])
         return VecStepResult.collect(indices, [steps[i] for i in indices])
+
+    def _after_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any]]:
+        """Book-keep env `i`'s reset result (explicit or ``"same_step"``): ledger and quarantine count."""
+        obs, info, meta = self._decoded_reset(i, res)
+        self.ledger.after_reset(i, meta)
+        self._count_reset(i, info)
+        return obs, info
 
     def _decoded_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any], Any]:
         if not isinstance(res, _Undecodable):
@@ -333,11 +306,7 @@ class ProcessVecEnv(VecEnv):
     def _set_complexity(self, level: int, indices: list[int]) -> None:
         items = {i: (i, level) for i in indices}
         self._run("set_complexity", items, lambda i, item, fault: item)
-        for i in indices:
-            self.ledger.set_pending(i, level)
-
-    def _is_ended(self, index: int) -> bool:
-        return self.ledger.ended(index)
+        self._record_levels(level, indices)
 
     def _close(self) -> None:
         for w in self.workers:

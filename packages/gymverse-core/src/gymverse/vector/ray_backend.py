@@ -13,11 +13,11 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import VecEnv, VecStepResult, base_seeds, check_step_timeout
-from gymverse.vector.faults import InjectedFault, ReplayLedger, StepTimeout, WorkerCrashed
-from gymverse.vector.process import _split
+from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
+from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
+from gymverse.vector.hosted import HostedVecEnv
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, SlotMeta
 from gymverse.vector.testing import WORKER_ENV_FLAG
 from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
@@ -67,7 +67,7 @@ def _ray() -> Any:
     return ray
 
 
-class RayVecEnv(VecEnv):
+class RayVecEnv(HostedVecEnv):
     """Envs in `num_workers` Ray actors (default: the cluster's CPU count, at most one per env)."""
 
     backend = "ray"
@@ -75,30 +75,20 @@ class RayVecEnv(VecEnv):
     def __init__(
         self,
         recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
+        *,
         num_workers: int | None = None,
         actor_options: dict[str, Any] | None = None,
+        **options: Unpack[VecOptions],
     ) -> None:
-        super().__init__(recipes, autoreset)
-        check_step_timeout(step_timeout)
+        super().__init__(recipes, **options)
         ray = _ray()
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
-        workers = num_workers or min(self.num_envs, max(1, int(ray.cluster_resources().get("CPU", 1))))
-        if not 1 <= workers <= self.num_envs:
-            raise ValueError(f"num_workers must be in 1..{self.num_envs}, got {workers}")
+        self._plan_hosts(num_workers or min(self.num_envs, max(1, int(ray.cluster_resources().get("CPU", 1)))))
         # num_cpus=0: hosts mostly wait on envs; Ray would otherwise cap the actor count at the CPU count.
-        options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **(actor_options or {})}
-        self._actor_cls = ray.remote(**options)(RayEnvHost)
-        self.step_timeout = step_timeout
-        self._seeds = base_seeds(seed, self.num_envs)
-        self.ledger = ReplayLedger(self._seeds)
-        self.blocks = _split(self.num_envs, workers)
-        self._owner = [w for w, block in enumerate(self.blocks) for _ in block]
+        remote_options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, **(actor_options or {})}
+        self._actor_cls = ray.remote(**remote_options)(RayEnvHost)
         self.hosts: list[Any] = []
-        self.restarts = 0
         try:
             self.hosts = [self._start(block) for block in self.blocks]
             ray.get([h.ping.remote() for h in self.hosts])
@@ -107,9 +97,7 @@ class RayVecEnv(VecEnv):
             raise
 
     def _start(self, block: list[int]) -> Any:
-        recipes = {i: self.recipes[i] for i in block}
-        seeds = {i: self._seeds[i] for i in block}
-        return self._actor_cls.remote(recipes, seeds, self.autoreset)
+        return self._actor_cls.remote(*self._host_args(block), self.autoreset)
 
     def _replace(self, wid: int, culprit: int) -> dict[int, str]:
         ray = _ray()
@@ -117,10 +105,7 @@ class RayVecEnv(VecEnv):
         self.restarts += 1
         host = self._start(self.blocks[wid])
         self.hosts[wid] = host
-        items = [
-            (i, *(self.ledger.culprit_record(i) if i == culprit else self.ledger.record(i))) for i in self.blocks[wid]
-        ]
-        errors = ray.get(host.restore.remote(items), timeout=120)
+        errors = ray.get(host.restore.remote(self._restore_items(self.blocks[wid], {culprit})), timeout=120)
         return {i: e for i, e in zip(self.blocks[wid], errors) if e is not None}
 
     def _run(self, call: str, items: dict[int, tuple[Any, ...]], on_result: Any, fault_item: Any) -> dict[int, Any]:
@@ -144,7 +129,7 @@ class RayVecEnv(VecEnv):
 
         for w in queues:
             submit(w)
-        poll = None if self.step_timeout is None else min(0.05, self.step_timeout / 4)
+        poll = self._poll_interval()
         while inflight:
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=poll)
             for ref in ready:
@@ -192,7 +177,7 @@ class RayVecEnv(VecEnv):
             lambda i, item, res: self.ledger.after_reset(i, res[2]),
             lambda i, item, fault: ((i, item[0][1], fault),),
         )
-        return [results[i][0] for i in indices], [results[i][1] for i in indices]
+        return collect_resets((results[i][0], results[i][1]) for i in indices)
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         items: dict[int, tuple[Any, ...]] = {i: (i, a) for i, a in zip(indices, actions)}
@@ -204,7 +189,7 @@ class RayVecEnv(VecEnv):
         )
         steps = {i: results[i][0] for i in indices}
         # "same_step": the reset is a supervised call of its own, so a crash or hang there keeps the final step
-        due = [i for i in indices if self.autoreset == "same_step" and EnvSlot.owes_reset(steps[i])]
+        due = self._owing_reset(indices, steps)
         if due:
             resets = self._run(
                 "autoreset_one",
@@ -222,11 +207,7 @@ class RayVecEnv(VecEnv):
         for i in indices:
             by_host.setdefault(self._owner[i], []).append((i, level))
         ray.get([self.hosts[w].set_complexity.remote(items) for w, items in by_host.items()])
-        for i in indices:
-            self.ledger.set_pending(i, level)
-
-    def _is_ended(self, index: int) -> bool:
-        return self.ledger.ended(index)
+        self._record_levels(level, indices)
 
     def _close(self) -> None:
         if not self.hosts:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
-from gymverse.vector.base import InProcessVecEnv, VecStepResult, base_seeds
+from gymverse.vector.base import InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 
@@ -19,31 +19,18 @@ class SyncVecEnv(InProcessVecEnv):
 
     backend = "sync"
 
-    def __init__(
-        self,
-        recipes: Sequence[EnvRecipe],
-        autoreset: str = "same_step",
-        seed: int | None = None,
-        step_timeout: float | None = None,
-    ) -> None:
-        super().__init__(recipes, autoreset)
-        if step_timeout is not None and threading.current_thread() is not threading.main_thread():
+    def __init__(self, recipes: Sequence[EnvRecipe], **options: Unpack[VecOptions]) -> None:
+        super().__init__(recipes, **options)
+        if self.step_timeout is not None and threading.current_thread() is not threading.main_thread():
             raise ValueError(
                 "the sync backend enforces step_timeout with SIGALRM, which only works on the main thread; "
                 "use backend='process' (or 'async') to bound env calls from other threads"
             )
-        self.slots = [
-            EnvSlot(r, s, self.autoreset, step_timeout) for r, s in zip(self.recipes, base_seeds(seed, self.num_envs))
-        ]
+        self.slots = [EnvSlot(r, s, self.autoreset, self.step_timeout) for r, s in zip(self.recipes, self.seeds)]
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
-        obs: list[str] = []
-        infos: list[dict[str, Any]] = []
-        for i, s in zip(indices, seeds):
-            o, info = self.slots[i].reset(s)
-            obs.append(o)
-            infos.append(info)
-        return obs, infos
+        slots = self.slots
+        return collect_resets(slots[i].reset(s) for i, s in zip(indices, seeds))
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
         slots = self.slots
