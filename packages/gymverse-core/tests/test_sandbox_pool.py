@@ -178,3 +178,33 @@ def test_jobs_follow_a_changed_sys_path_and_their_own_limits(tmp_path: Path) -> 
         assert moved.return_value[1] == LIMITS.disk_mb
         assert smaller.return_value[1] == 8
         assert again.return_value == LIMITS.disk_mb
+
+
+def test_the_masks_a_worker_shares_are_read_only_for_every_job() -> None:
+    # The dirs a job could not traverse are masked once per worker (a tmpfs holding only the mount points of the
+    # paths bound back) and every job of the worker gets a copy of that mount: were it writable, one job could
+    # leave data there for the next, also after the remount a job with other tmpfs limits gets.
+    from gymverse.sandbox import _isolation, _supervise
+
+    masks, _ = _isolation.split_plan(_supervise.mount_plan([]))
+    if not masks:
+        pytest.skip("nothing on sys.path lies under a dir a job could not traverse: no masks here")
+    root = sorted(masks)[0]
+    bound = masks[root][0] if masks[root] else root
+    attack = (
+        f"import errno, os\nout = [bool(os.statvfs({root!r}).f_flag & os.ST_RDONLY)]\n"
+        f"for path in ({root!r} + '/gv-left-behind', os.path.join({bound!r}, 'gv-left-behind')):\n"
+        "    try:\n        open(path, 'w').write('x')\n        out.append('written')\n"
+        "    except OSError as exc:\n        out.append(errno.errorcode[exc.errno])\n"
+        f"out + [sorted(os.listdir({root!r}))]"
+    )
+    with SandboxPool(1, LIMITS) as one:
+        results = [one.run(attack), one.run(attack, limits=SandboxLimits(timeout=5, disk_mb=8)), one.run(attack)]
+    if "uid:" not in " ".join(results[0].isolation):
+        pytest.skip(f"needs a per-job uid (applied: {results[0].isolation})")
+    for res in results:
+        assert res.status == "ok", res
+        read_only, *written, listing = res.return_value
+        assert read_only, res.return_value  # the superblock itself, for every copy of the mount
+        assert set(written) <= {"EROFS", "EACCES"}, res.return_value
+        assert "gv-left-behind" not in listing

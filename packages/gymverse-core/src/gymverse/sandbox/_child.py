@@ -126,12 +126,12 @@ def confine(spec: dict[str, Any]) -> list[str]:
     return applied
 
 
-def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None) -> None:
+def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None, measure_rss: bool = True) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
     The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
     confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
-    the outcome.
+    the outcome (with the job's peak RSS when `measure_rss`).
     """
     code = EXIT_SETUP
     try:
@@ -152,7 +152,8 @@ def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = Non
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        outcome["peak_rss_kb"] = _peak_rss_kb()
+        if measure_rss:
+            outcome["peak_rss_kb"] = _peak_rss_kb()
         try:
             _protocol.send(value_fd, outcome)
         except (TypeError, ValueError, RecursionError) as exc:

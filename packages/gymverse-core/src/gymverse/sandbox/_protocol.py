@@ -19,6 +19,10 @@ RESULT_CAP = 32 * 1024 * 1024
 MAX_DEPTH = 200
 #: Length prefix of a framed message (`frame`): 4 bytes, big-endian.
 FRAME_HEADER = struct.Struct(">I")
+#: A pool job as the host announces it to its zygote: timeout (s), uid (-1: none).
+JOB_HEAD = struct.Struct("=dq")
+#: What a zygote observed of a job: wait status, CPU seconds, peak RSS (kB), whether its deadline passed.
+JOB_REPORT = struct.Struct("=idq?")
 
 
 def send(fd: int, payload: dict[str, Any]) -> None:

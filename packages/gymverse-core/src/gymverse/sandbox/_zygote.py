@@ -41,6 +41,9 @@ BOOT = _child.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.a
 JOB_FDS = 5
 #: Where the prestarted job process keeps its control socket until its job arrives.
 CTL_FD = 3
+#: Options of the read-only tmpfs over dirs a job could not traverse: it only holds the mount points of the paths
+#: bound back.
+MASK_TMPFS = "size=1m,nr_inodes=4096"
 
 
 def main(sock_fd: int) -> None:
@@ -58,14 +61,16 @@ def main(sock_fd: int) -> None:
     inherited = ["zygote", *_namespaces(init["network"])]
     if _own_pid_namespace():
         inherited.append("pidns")
-    sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
     ahead = init.get("mounts")  # the pool's mount plan and default limits, or None: no mount namespaces
+    if ahead is not None:
+        ahead["temps"] = _worker_mounts(ahead["plan"], inherited)
+    sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
     job = _prestart(inherited, ahead)
     while True:
         data, fds = _protocol.recv_fds(sock, JOB_FDS)
-        msg = _protocol.parse(data) if data else None
-        if msg is None or len(fds) != JOB_FDS:
+        if len(data) != _protocol.JOB_HEAD.size or len(fds) != JOB_FDS:
             return  # the host is gone (or spoke nonsense): stop, and everything in our namespace dies with us
+        timeout, uid = _protocol.JOB_HEAD.unpack(data)
         start = time.monotonic()
         pid, pidfd, ctl = job
         with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
@@ -73,19 +78,16 @@ def main(sock_fd: int) -> None:
         ctl.close()
         for fd in fds[:4]:
             os.close(fd)
-        timeout = msg.get("timeout")
-        deadline = start + (float(timeout) if isinstance(timeout, int | float) else 0.0)
-        uid = _protocol.as_int(msg.get("uid"))
-        report = _supervise_job(pid, pidfd, fds[4], deadline, uid)
+        report = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid)
         with contextlib.suppress(OSError):  # the host may have given up on this job
-            _protocol.send(fds[4], report)
+            os.write(fds[4], report)
         os.close(fds[4])
         job = _prestart(inherited, ahead)
 
 
-def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> dict[str, Any]:
+def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> bytes:
     """Wait for job `pid` to exit, its deadline, or the host to close `status_w`; kill and reap every process of
-    the job; return what was observed."""
+    the job; return what was observed (`_protocol.JOB_REPORT`)."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(status_w, 0)  # POLLERR alone: the host closed its end (died, interrupted, gave up)
@@ -107,12 +109,7 @@ def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: in
     os.close(pidfd)
     _kill_job(pid, uid)  # the job is its main process: whatever it left behind dies with it
     _reap()
-    return {
-        "wait_status": status,
-        "cpu_time": usage.ru_utime + usage.ru_stime,
-        "peak_rss_kb": usage.ru_maxrss,
-        "timed_out": timed_out,
-    }
+    return _protocol.JOB_REPORT.pack(status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, timed_out)
 
 
 def _kill_job(pid: int, uid: int | None) -> None:
@@ -144,6 +141,11 @@ def _prestart(inherited: list[str], ahead: dict[str, Any] | None) -> tuple[int, 
         try:
             os.dup2(theirs.fileno(), CTL_FD)
             os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, the status pipe of the job before, ...
+            # stdin, and nothing of the zygote's stdout/stderr; with 0-3 taken, the job's fds arrive above them
+            null = os.open(os.devnull, os.O_RDONLY)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
             _await_job(inherited, ahead)
@@ -169,16 +171,20 @@ def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
     mounted = None
     if ahead is not None and "mountns" in applied:
         with contextlib.suppress(OSError):  # then the job's own spec gets mounted when it comes
-            _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
+            if ahead["temps"] is None:  # no masks of the worker's: the whole plan, per job
+                _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
+            else:
+                _isolation.cover(ahead["temps"], _monitor.tmpfs_options(ahead["limits"]))
+                applied.append("private-tmp")
             mounted = ahead
     sock = socket.socket(fileno=CTL_FD)
     _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
     sock.close()
     if len(fds) != 4:
         return  # the zygote is gone
-    spec_fd, out_w, err_w, value_w = (_monitor.high_fd(fd) for fd in fds)
+    spec_fd, out_w, err_w, value_w = fds  # above 0-3 (see `_prestart`): nothing to move out of the way
     try:
-        spec = _monitor.read_spec(spec_fd)
+        spec = _monitor.read_spec(spec_fd, trusted=True)
         sys.path[:] = spec["sys_path"]
         if "mountns" not in applied:
             spec["mounts"] = None
@@ -189,27 +195,51 @@ def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
             _protocol.send(value_w, {"applied": applied})
             _protocol.send(value_w, {"error": f"sandbox setup failed: {exc!r}"})
         return
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     os.dup2(value_w, 3)
     os.closerange(4, 1 << 20)
-    _child.run_job(spec, 3, applied)
+    # The zygote's rusage of the job has its peak RSS (the forked job's high-water mark starts at its own size).
+    _child.run_job(spec, 3, applied, measure_rss=False)
 
 
 def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str]) -> bool:
-    """Make the file systems mounted ahead (`mounted`: plan and limits) the job's; whether they now are. Other
-    tmpfs limits: remount with them; another plan (readable paths or `sys.path` changed): detach them all."""
-    roots = [root for root in mounted["plan"] if os.path.isdir(root)]
+    """Make the file systems mounted ahead (`mounted`: plan, limits, temps) the job's; whether they now are. Other
+    tmpfs limits: remount the job's own tmpfs dirs with them (never the worker's read-only masks); another plan
+    (readable paths or `sys.path` changed): detach everything the plan mounted, in this process's namespace."""
     if spec["mounts"] != mounted["plan"]:
-        for root in reversed(roots):
+        for root in reversed([root for root in mounted["plan"] if os.path.isdir(root)]):
             _isolation.unmount(root)
         applied.remove("private-tmp")
         return False
     options = _monitor.tmpfs_options(spec["limits"])
     if options != _monitor.tmpfs_options(mounted["limits"]):
-        _isolation.remount_tmpfs(roots, options)
+        own = mounted["plan"] if mounted["temps"] is None else mounted["temps"]
+        _isolation.remount_tmpfs([root for root in own if os.path.isdir(root)], options)
     return True
+
+
+def _worker_mounts(plan: dict[str, list[str]], inherited: list[str]) -> dict[str, list[str]] | None:
+    """Give the zygote a mount namespace of its own, once: private propagation, the plan's masks (dirs a job could
+    not traverse, with the paths it needs bound back) read-only, and, as the init of the worker's PID namespace, a
+    fresh ``/proc``. Each job's process then copies it and only mounts its own writable temp dirs; returns those
+    (the rest of the plan), or None: each job mounts the whole plan itself, as before.
+
+    Only as root: there jobs run under a fresh uid without capabilities and cannot remount a read-only mask that
+    every job of the worker shares. In a user namespace (non-root) a job keeps capabilities there, so each job
+    keeps masks of its own."""
+    if not sys.platform.startswith("linux") or not _isolation.is_root():
+        return None
+    masks, temps = _isolation.split_plan(plan)
+    try:
+        _isolation.unshare(_isolation.CLONE_NEWNS)
+        _isolation.mount(None, "/", None, _isolation.MS_REC | _isolation.MS_PRIVATE)
+        _isolation.cover({root: keep for root, keep in masks.items() if os.path.isdir(root)}, MASK_TMPFS, True)
+    except OSError:
+        return None  # jobs mount the whole plan over whatever got mounted here (their own copy of it)
+    if "pidns" in inherited and _isolation.mount_proc():
+        inherited.append("proc")
+    return {root: keep for root, keep in temps.items() if os.path.isdir(root)}
 
 
 def _own_pid_namespace() -> bool:
