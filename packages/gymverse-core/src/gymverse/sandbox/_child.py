@@ -7,6 +7,7 @@ Runs in the job process the monitor forked. The value pipe is the only channel t
 
 from __future__ import annotations
 
+import _signal
 import ast
 import contextlib
 import importlib
@@ -105,8 +106,9 @@ def _peak_rss_kb() -> int | None:
     return None
 
 
-def confine(spec: dict[str, Any]) -> list[str]:
-    """Last steps before untrusted code: session, work dir, rlimits, uid, death signal, no-new-privs."""
+def confine(spec: dict[str, Any], inherited: list[str], death_signal: bool = True) -> list[str]:
+    """Last steps before untrusted code: session, work dir, rlimits, uid, death signal (unless not
+    `death_signal`), no-new-privs (unless `inherited`); returns the measures applied."""
     applied = ["session"]
     with contextlib.suppress(OSError):
         os.setsid()
@@ -118,24 +120,33 @@ def confine(spec: dict[str, Any]) -> list[str]:
     if uid is not None:
         _isolation.drop_privileges(int(uid))
         applied.append(f"uid:{uid}")
-    if linux:
+    if linux and death_signal:
         # A uid switch clears the parent-death signal: re-arm it so the job dies with its monitor.
         _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if linux and "no-new-privs" not in inherited:
         _isolation.prctl(_isolation.PR_SET_NO_NEW_PRIVS, 1)
         applied.append("no-new-privs")
     return applied
 
 
-def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None, measure_rss: bool = True) -> None:
+def run_job(
+    spec: dict[str, Any],
+    value_fd: int,
+    applied: list[str] | None = None,
+    *,
+    measure_rss: bool = True,
+    death_signal: bool = True,
+) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
     The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
     confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
-    the outcome (with the job's peak RSS when `measure_rss`).
+    the outcome (with the job's peak RSS when `measure_rss`). `death_signal`: re-arm the parent-death signal
+    after the uid switch (not needed in a PID namespace whose init is the job's parent).
     """
     code = EXIT_SETUP
     try:
-        applied = [*(applied or []), *confine(spec)]
+        applied = [*(applied or []), *confine(spec, applied or [], death_signal)]
         _protocol.send(value_fd, {"applied": applied})
         sys.path[:] = spec["sys_path"]
         sys.path.insert(0, spec["workdir"])  # like a script's own dir: `files` written there are importable
@@ -145,7 +156,7 @@ def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = Non
         os.environ.update(spec.get("env", {}))
         os.umask(0o077)
         # A file-size overrun then fails the write with an exception instead of killing the job.
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # not `signal.signal`: its enum wrapping costs pages
         code, outcome = _outcome(spec)
         try:
             sys.stdout.flush()

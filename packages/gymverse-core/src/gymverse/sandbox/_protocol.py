@@ -6,6 +6,7 @@ levels deep or hold fields of the wrong type. `parse` never raises on such input
 
 from __future__ import annotations
 
+import _socket
 import array
 import json
 import os
@@ -74,12 +75,12 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def send_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+def send_fds(sock: _socket.socket, data: bytes, fds: list[int]) -> None:
     """Send `data` with `fds` attached (SCM_RIGHTS) on a Unix socket."""
     sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
 
 
-def recv_fds(sock: socket.socket, nfds: int, bufsize: int = 1 << 16) -> tuple[bytes, list[int]]:
+def recv_fds(sock: _socket.socket, nfds: int, bufsize: int = 1 << 16) -> tuple[bytes, list[int]]:
     """Receive one message (at most `bufsize` bytes: on a stream socket, exactly the bytes sent with the fds)
     and up to `nfds` attached file descriptors (empty data: the peer is gone)."""
     fds = array.array("i")

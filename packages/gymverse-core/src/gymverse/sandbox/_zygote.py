@@ -20,6 +20,8 @@ host's socket closes, and when it dies for any reason the kernel kills everythin
 
 from __future__ import annotations
 
+import _signal
+import _socket
 import contextlib
 import gc
 import importlib
@@ -41,6 +43,8 @@ BOOT = _child.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.a
 JOB_FDS = 5
 #: Where the prestarted job process keeps its control socket until its job arrives.
 CTL_FD = 3
+#: The namespaces each job gets of its own, in the order `SandboxResult.isolation` names them.
+NAMESPACES = ((_isolation.CLONE_NEWIPC, "ipcns"), (_isolation.CLONE_NEWNS, "mountns"))
 #: Options of the read-only tmpfs over dirs a job could not traverse: it only holds the mount points of the paths
 #: bound back.
 MASK_TMPFS = "size=1m,nr_inodes=4096"
@@ -62,10 +66,17 @@ def main(sock_fd: int) -> None:
     if _own_pid_namespace():
         inherited.append("pidns")
     ahead = init.get("mounts")  # the pool's mount plan and default limits, or None: no mount namespaces
+    base = _base_namespaces(ahead is not None)
     if ahead is not None:
-        ahead["temps"] = _worker_mounts(ahead["plan"], inherited)
+        in_own = _isolation.CLONE_NEWNS in base
+        ahead["temps"] = _worker_mounts(ahead["plan"], inherited) if in_own else None
+        ahead["options"] = _monitor.tmpfs_options(ahead["limits"])
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):  # inherited by every job process; we never exec anything ourselves
+            _isolation.prctl(_isolation.PR_SET_NO_NEW_PRIVS, 1)
+            inherited.append("no-new-privs")
     sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
-    job = _prestart(inherited, ahead)
+    job = _prestart(inherited, ahead, base)
     while True:
         data, fds = _protocol.recv_fds(sock, JOB_FDS)
         if len(data) != _protocol.JOB_HEAD.size or len(fds) != JOB_FDS:
@@ -82,7 +93,7 @@ def main(sock_fd: int) -> None:
         with contextlib.suppress(OSError):  # the host may have given up on this job
             os.write(fds[4], report)
         os.close(fds[4])
-        job = _prestart(inherited, ahead)
+        job = _prestart(inherited, ahead, base)
 
 
 def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> bytes:
@@ -132,52 +143,68 @@ def _reap() -> None:
             pass
 
 
-def _prestart(inherited: list[str], ahead: dict[str, Any] | None) -> tuple[int, int, socket.socket]:
-    """Fork the next job's process ahead of its job; returns its pid, a pidfd and its control socket."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the job process, still holding nothing of any job
-        code = _child.EXIT_SETUP
+def _prestart(
+    inherited: list[str], ahead: dict[str, Any] | None, base: dict[int, int]
+) -> tuple[int, int, _socket.socket]:
+    """Fork the next job's process ahead of its job; returns its pid, a pidfd and its control socket.
+
+    Its IPC and mount namespaces are created here, its private file systems mounted into them, and the zygote
+    forks it into them and then returns to its own (`base`): the job process starts with nothing left to set up
+    (work the zygote does is cheaper than the same work in a fresh fork, whose every write copies a page)."""
+    applied = list(inherited)
+    fresh = list(base)
+    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    try:
+        mounted = None
         try:
-            os.dup2(theirs.fileno(), CTL_FD)
-            os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, the status pipe of the job before, ...
-            # stdin, and nothing of the zygote's stdout/stderr; with 0-3 taken, the job's fds arrive above them
-            null = os.open(os.devnull, os.O_RDONLY)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.close(null)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-            _await_job(inherited, ahead)
-        finally:
-            os._exit(code)
-    theirs.close()
+            _isolation.unshare(sum(fresh))
+        except OSError:
+            fresh = []  # no namespaces of its own for this job (`applied` says so)
+        applied += [name for kind, name in NAMESPACES if kind in fresh]
+        if _isolation.CLONE_NEWNS in fresh:
+            mounted = _mount_ahead(ahead, applied)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the job process, still holding nothing of any job
+            code = _child.EXIT_SETUP
+            try:
+                os.dup2(theirs.fileno(), CTL_FD)
+                os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, our namespaces, the last status pipe, ...
+                # stdin, and nothing of the zygote's stdout/stderr; with 0-3 taken, the job's fds arrive above them
+                null = os.open(os.devnull, os.O_RDONLY)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.close(null)
+                _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+                if "pidns" not in inherited:  # in our PID namespace it dies with us anyway
+                    _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+                _await_job(applied, mounted)
+            finally:
+                os._exit(code)
+    finally:
+        for kind in fresh:  # back to our own namespaces (if that fails, we stop: the pool starts a new worker)
+            _isolation.setns(base[kind], kind)
+        theirs.close()
     return pid, os.pidfd_open(pid), ours
 
 
-def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
-    """In the prestarted job process: create the job's own namespaces and mount its private file systems (with
-    the pool's defaults) now, then wait for the job and run it."""
-    applied = list(inherited)
-    flags = _isolation.CLONE_NEWIPC | (_isolation.CLONE_NEWNS if ahead is not None else 0)
-    if sys.platform.startswith("linux"):
-        try:
-            _isolation.unshare(flags)
-            applied += ["ipcns", "mountns"] if ahead is not None else ["ipcns"]
-        except OSError:
-            with contextlib.suppress(OSError):
-                _isolation.unshare(_isolation.CLONE_NEWIPC)
-                applied.append("ipcns")
-    mounted = None
-    if ahead is not None and "mountns" in applied:
-        with contextlib.suppress(OSError):  # then the job's own spec gets mounted when it comes
-            if ahead["temps"] is None:  # no masks of the worker's: the whole plan, per job
-                _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
-            else:
-                _isolation.cover(ahead["temps"], _monitor.tmpfs_options(ahead["limits"]))
-                applied.append("private-tmp")
-            mounted = ahead
-    sock = socket.socket(fileno=CTL_FD)
+def _mount_ahead(ahead: dict[str, Any] | None, applied: list[str]) -> dict[str, Any] | None:
+    """Mount a job's private file systems (with the pool's defaults) into the fresh mount namespace we are in;
+    returns `ahead` if that worked, None if the job must mount its own when it comes."""
+    if ahead is None:
+        return None
+    with contextlib.suppress(OSError):
+        if ahead["temps"] is None:  # no masks of the worker's: the whole plan, per job
+            _monitor.mount_private(ahead["plan"], ahead["limits"], applied)
+        else:
+            _isolation.cover(ahead["temps"], ahead["options"])
+            applied.append("private-tmp")
+        return ahead
+    return None
+
+
+def _await_job(applied: list[str], mounted: dict[str, Any] | None) -> None:
+    """In the prestarted job process: wait for the job and run it."""
+    sock = _socket.socket(fileno=CTL_FD)
     _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
     sock.close()
     if len(fds) != 4:
@@ -200,7 +227,7 @@ def _await_job(inherited: list[str], ahead: dict[str, Any] | None) -> None:
     os.dup2(value_w, 3)
     os.closerange(4, 1 << 20)
     # The zygote's rusage of the job has its peak RSS (the forked job's high-water mark starts at its own size).
-    _child.run_job(spec, 3, applied, measure_rss=False)
+    _child.run_job(spec, 3, applied, measure_rss=False, death_signal="pidns" not in applied)
 
 
 def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str]) -> bool:
@@ -219,20 +246,34 @@ def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str
     return True
 
 
+def _base_namespaces(mounts: bool) -> dict[int, int]:
+    """Move into an IPC and (if `mounts`) a mount namespace of the zygote's own: the ones each job's fresh
+    namespaces are copied from, and that we return to after forking a job process into those; {kind: its fd}.
+    Empty: jobs get no namespaces of their own here."""
+    if not sys.platform.startswith("linux"):
+        return {}
+    kinds = ([_isolation.CLONE_NEWNS] if mounts else []) + [_isolation.CLONE_NEWIPC]
+    for tried in (kinds, [_isolation.CLONE_NEWIPC]):
+        with contextlib.suppress(OSError):
+            _isolation.unshare(sum(tried))
+            names = {_isolation.CLONE_NEWNS: "mnt", _isolation.CLONE_NEWIPC: "ipc"}
+            return {kind: os.open(f"/proc/self/ns/{names[kind]}", os.O_RDONLY) for kind in tried}
+    return {}
+
+
 def _worker_mounts(plan: dict[str, list[str]], inherited: list[str]) -> dict[str, list[str]] | None:
-    """Give the zygote a mount namespace of its own, once: private propagation, the plan's masks (dirs a job could
-    not traverse, with the paths it needs bound back) read-only, and, as the init of the worker's PID namespace, a
-    fresh ``/proc``. Each job's process then copies it and only mounts its own writable temp dirs; returns those
-    (the rest of the plan), or None: each job mounts the whole plan itself, as before.
+    """In the zygote's own mount namespace, once: private propagation, the plan's masks (dirs a job could not
+    traverse, with the paths it needs bound back) read-only, and, as the init of the worker's PID namespace, a
+    fresh ``/proc``. Each job's mount namespace copies it and only gets its own writable temp dirs; returns those
+    (the rest of the plan), or None: each job mounts the whole plan, as before.
 
     Only as root: there jobs run under a fresh uid without capabilities and cannot remount a read-only mask that
     every job of the worker shares. In a user namespace (non-root) a job keeps capabilities there, so each job
     keeps masks of its own."""
-    if not sys.platform.startswith("linux") or not _isolation.is_root():
+    if not _isolation.is_root():
         return None
     masks, temps = _isolation.split_plan(plan)
     try:
-        _isolation.unshare(_isolation.CLONE_NEWNS)
         _isolation.mount(None, "/", None, _isolation.MS_REC | _isolation.MS_PRIVATE)
         _isolation.cover({root: keep for root, keep in masks.items() if os.path.isdir(root)}, MASK_TMPFS, True)
     except OSError:
