@@ -44,12 +44,21 @@ def drop_stubs() -> None:
 
 def _run_source(source: str) -> Any:
     # Like a notebook cell: if the last statement is an expression, its value is the job's return value.
+    scope: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    if "\n" not in source.strip():
+        # One line, maybe a lone expression: then this is the same compilation without building a Python AST
+        # (which touches, in a forked job, pages that each cost a copy). Anything else takes the general path.
+        try:
+            code = compile(source, "<sandbox>", "eval")
+        except SyntaxError:
+            pass
+        else:
+            return eval(code, scope)
     tree = ast.parse(source, filename="<sandbox>")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body[-1].value)
         tree.body.pop()
-    scope: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     exec(compile(tree, "<sandbox>", "exec"), scope)
     return None if last is None else eval(compile(last, "<sandbox>", "eval"), scope)
 
@@ -136,13 +145,15 @@ def run_job(
     *,
     measure_rss: bool = True,
     death_signal: bool = True,
+    clean_env: bool = False,
 ) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
     The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
     confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
     the outcome (with the job's peak RSS when `measure_rss`). `death_signal`: re-arm the parent-death signal
-    after the uid switch (not needed in a PID namespace whose init is the job's parent).
+    after the uid switch (not needed in a PID namespace whose init is the job's parent). `clean_env`: the
+    environment is `BASE_ENV` already (a zygote's), only the job's own variables are added.
     """
     code = EXIT_SETUP
     try:
@@ -150,10 +161,10 @@ def run_job(
         _protocol.send(value_fd, {"applied": applied})
         sys.path[:] = spec["sys_path"]
         sys.path.insert(0, spec["workdir"])  # like a script's own dir: `files` written there are importable
-        os.environ.clear()
-        os.environ.update(BASE_ENV)
-        os.environ.update({"HOME": spec["workdir"], "TMPDIR": spec["workdir"]})
-        os.environ.update(spec.get("env", {}))
+        if not clean_env:
+            os.environ.clear()
+            os.environ.update(BASE_ENV)
+        os.environ.update({"HOME": spec["workdir"], "TMPDIR": spec["workdir"], **spec.get("env", {})})
         os.umask(0o077)
         # A file-size overrun then fails the write with an exception instead of killing the job.
         _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # not `signal.signal`: its enum wrapping costs pages

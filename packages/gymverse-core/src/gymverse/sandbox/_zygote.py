@@ -45,6 +45,8 @@ JOB_FDS = 5
 CTL_FD = 3
 #: The namespaces each job gets of its own, in the order `SandboxResult.isolation` names them.
 NAMESPACES = ((_isolation.CLONE_NEWIPC, "ipcns"), (_isolation.CLONE_NEWNS, "mountns"))
+#: Their files under ``/proc/<pid>/ns``.
+NS_FILES = {_isolation.CLONE_NEWIPC: "ipc", _isolation.CLONE_NEWNS: "mnt"}
 #: Options of the read-only tmpfs over dirs a job could not traverse: it only holds the mount points of the paths
 #: bound back.
 MASK_TMPFS = "size=1m,nr_inodes=4096"
@@ -59,6 +61,9 @@ def main(sock_fd: int) -> None:
     _child.drop_stubs()
     for name in init.get("preload", []):
         importlib.import_module(name)
+    # What every job's environment starts from (see `_child.run_job`): set once here, not per job.
+    os.environ.clear()
+    os.environ.update(_child.BASE_ENV)
     # Forked children only read the preloaded objects: keep the collector from touching (and so copying) them.
     gc.collect()
     gc.freeze()
@@ -76,29 +81,48 @@ def main(sock_fd: int) -> None:
             _isolation.prctl(_isolation.PR_SET_NO_NEW_PRIVS, 1)
             inherited.append("no-new-privs")
     sock.sendall(json.dumps({"ready": True, "isolation": inherited}).encode())
-    job = _prestart(inherited, ahead, base)
+    # As pid 1 that can list its children we can tell when a job left nothing behind, and so fork the next job's
+    # process while this job runs (see `_supervise_job`); otherwise only once it is over.
+    early = os.getpid() == 1 and _children() is not None
+    job: tuple[int, int, _socket.socket] | None = _prestart(_prepare(inherited, ahead, base), base)
     while True:
-        data, fds = _protocol.recv_fds(sock, JOB_FDS)
+        data, fds = _protocol.recv_fds(sock, JOB_FDS, _protocol.JOB_HEAD.size + 1)
         if len(data) != _protocol.JOB_HEAD.size or len(fds) != JOB_FDS:
             return  # the host is gone (or spoke nonsense): stop, and everything in our namespace dies with us
         timeout, uid = _protocol.JOB_HEAD.unpack(data)
         start = time.monotonic()
+        if job is None:
+            job = _prestart(_prepare(inherited, ahead, base), base)
         pid, pidfd, ctl = job
         with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
             _protocol.send_fds(ctl, b"J", fds[:4])
         ctl.close()
         for fd in fds[:4]:
             os.close(fd)
-        report = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid)
+        job = _prestart(_prepare(inherited, ahead, base), base) if early else None
+        report, spared = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid, job)
         with contextlib.suppress(OSError):  # the host may have given up on this job
             os.write(fds[4], report)
         os.close(fds[4])
-        job = _prestart(inherited, ahead, base)
+        if job is not None and not spared:  # killed with the job's processes (and reaped): fork another
+            os.close(job[1])
+            job[2].close()
+            job = None
+        if job is None:
+            job = _prestart(_prepare(inherited, ahead, base), base)
 
 
-def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None) -> bytes:
+def _supervise_job(
+    pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None, standby: tuple[int, int, Any] | None
+) -> tuple[bytes, bool]:
     """Wait for job `pid` to exit, its deadline, or the host to close `status_w`; kill and reap every process of
-    the job; return what was observed (`_protocol.JOB_REPORT`)."""
+    the job; return what was observed (`_protocol.JOB_REPORT`) and whether the next job's process (`standby`,
+    already forked) was spared.
+
+    It is spared only when, the job's main process reaped, our one child left is that process: every process of
+    the job descends from us (pid 1 adopts the orphans; a child of ours only leaves our list of children once we
+    reap it), so then the job left nothing behind. Otherwise ``kill(-1)`` kills everything in our namespace, the
+    next job's process included, and we reap them all."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(status_w, 0)  # POLLERR alone: the host closed its end (died, interrupted, gave up)
@@ -118,9 +142,24 @@ def _supervise_job(pid: int, pidfd: int, status_w: int, deadline: float, uid: in
         _kill_job(pid, uid)
     _, status, usage = os.wait4(pid, 0)
     os.close(pidfd)
-    _kill_job(pid, uid)  # the job is its main process: whatever it left behind dies with it
-    _reap()
-    return _protocol.JOB_REPORT.pack(status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, timed_out)
+    spared = standby is not None and not (timed_out or cancelled) and _children() == [standby[0]]
+    if not spared:
+        _kill_job(pid, uid)  # the job is its main process: whatever it left behind dies with it
+        _reap()
+    report = _protocol.JOB_REPORT.pack(status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, timed_out)
+    return report, spared
+
+
+def _children() -> list[int] | None:
+    """Our live and unreaped child processes (None: the kernel does not list them)."""
+    try:
+        fd = os.open("/proc/thread-self/children", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return [int(pid) for pid in os.read(fd, 1 << 16).split()]
+    finally:
+        os.close(fd)
 
 
 def _kill_job(pid: int, uid: int | None) -> None:
@@ -143,46 +182,61 @@ def _reap() -> None:
             pass
 
 
-def _prestart(
+def _prepare(
     inherited: list[str], ahead: dict[str, Any] | None, base: dict[int, int]
-) -> tuple[int, int, _socket.socket]:
-    """Fork the next job's process ahead of its job; returns its pid, a pidfd and its control socket.
-
-    Its IPC and mount namespaces are created here, its private file systems mounted into them, and the zygote
-    forks it into them and then returns to its own (`base`): the job process starts with nothing left to set up
-    (work the zygote does is cheaper than the same work in a fresh fork, whose every write copies a page)."""
+) -> tuple[dict[int, int], list[str], dict[str, Any] | None]:
+    """Create a job's IPC and mount namespaces, mount its private file systems into them, and return to our own
+    (`base`). Returns the new namespaces ({kind: fd}, held until a job process is forked into them), the measures
+    in force in them, and what was mounted ahead (None: the job mounts its own)."""
     applied = list(inherited)
     fresh = list(base)
-    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     try:
-        mounted = None
         try:
             _isolation.unshare(sum(fresh))
         except OSError:
             fresh = []  # no namespaces of its own for this job (`applied` says so)
         applied += [name for kind, name in NAMESPACES if kind in fresh]
-        if _isolation.CLONE_NEWNS in fresh:
-            mounted = _mount_ahead(ahead, applied)
+        mounted = _mount_ahead(ahead, applied) if _isolation.CLONE_NEWNS in fresh else None
+        held = {kind: os.open(f"/proc/self/ns/{NS_FILES[kind]}", os.O_RDONLY) for kind in fresh}
+    finally:
+        for kind in fresh:  # back to our own namespaces (if that fails, we stop: the pool starts a new worker)
+            _isolation.setns(base[kind], kind)
+    return held, applied, mounted
+
+
+def _prestart(
+    prepared: tuple[dict[int, int], list[str], dict[str, Any] | None], base: dict[int, int]
+) -> tuple[int, int, _socket.socket]:
+    """Fork the next job's process, ahead of its job, into the namespaces `_prepare` made for it; returns its pid,
+    a pidfd and its control socket. The job process starts with nothing left to set up: work the zygote does is
+    cheaper than the same work in a fresh fork, whose every write copies a page."""
+    held, applied, mounted = prepared
+    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    try:
+        for kind, fd in held.items():
+            _isolation.setns(fd, kind)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the job process, still holding nothing of any job
             code = _child.EXIT_SETUP
             try:
                 os.dup2(theirs.fileno(), CTL_FD)
-                os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, our namespaces, the last status pipe, ...
+                os.closerange(CTL_FD + 1, 1 << 20)  # the host's socket, namespace fds, the last status pipe, ...
                 # stdin, and nothing of the zygote's stdout/stderr; with 0-3 taken, the job's fds arrive above them
                 null = os.open(os.devnull, os.O_RDONLY)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)
                 os.close(null)
                 _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-                if "pidns" not in inherited:  # in our PID namespace it dies with us anyway
+                if "pidns" not in applied:  # in our PID namespace it dies with us anyway
                     _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
                 _await_job(applied, mounted)
             finally:
                 os._exit(code)
     finally:
-        for kind in fresh:  # back to our own namespaces (if that fails, we stop: the pool starts a new worker)
+        for kind in held:
             _isolation.setns(base[kind], kind)
+        for fd in held.values():
+            os.close(fd)
         theirs.close()
     return pid, os.pidfd_open(pid), ours
 
@@ -205,7 +259,7 @@ def _mount_ahead(ahead: dict[str, Any] | None, applied: list[str]) -> dict[str, 
 def _await_job(applied: list[str], mounted: dict[str, Any] | None) -> None:
     """In the prestarted job process: wait for the job and run it."""
     sock = _socket.socket(fileno=CTL_FD)
-    _, fds = _protocol.recv_fds(sock, 4)  # blocks until the job comes
+    _, fds = _protocol.recv_fds(sock, 4, 16)  # blocks until the job comes
     sock.close()
     if len(fds) != 4:
         return  # the zygote is gone
@@ -227,7 +281,7 @@ def _await_job(applied: list[str], mounted: dict[str, Any] | None) -> None:
     os.dup2(value_w, 3)
     os.closerange(4, 1 << 20)
     # The zygote's rusage of the job has its peak RSS (the forked job's high-water mark starts at its own size).
-    _child.run_job(spec, 3, applied, measure_rss=False, death_signal="pidns" not in applied)
+    _child.run_job(spec, 3, applied, measure_rss=False, death_signal="pidns" not in applied, clean_env=True)
 
 
 def _fit_mounts(mounted: dict[str, Any], spec: dict[str, Any], applied: list[str]) -> bool:
@@ -256,8 +310,7 @@ def _base_namespaces(mounts: bool) -> dict[int, int]:
     for tried in (kinds, [_isolation.CLONE_NEWIPC]):
         with contextlib.suppress(OSError):
             _isolation.unshare(sum(tried))
-            names = {_isolation.CLONE_NEWNS: "mnt", _isolation.CLONE_NEWIPC: "ipc"}
-            return {kind: os.open(f"/proc/self/ns/{names[kind]}", os.O_RDONLY) for kind in tried}
+            return {kind: os.open(f"/proc/self/ns/{NS_FILES[kind]}", os.O_RDONLY) for kind in tried}
     return {}
 
 
