@@ -3,19 +3,25 @@
     host --socket: 5 pipe ends--> zygote (pid 1 of the worker's PID namespace) --fork, ahead of time--> job
 
 The zygote forks each job process *before* its job exists, so the fork is off the job's path and the new process
-holds nothing but the preloaded modules. When the job comes, the host sends the zygote five pipe ends (SCM_RIGHTS):
-the job's spec, stdout, stderr and value pipes, which go on to the waiting job process untouched, and a status pipe
-the zygote keeps. The job process reads its spec from the host's pipe itself, creates its own IPC and mount
-namespaces, mounts its limited tmpfs dirs and a fresh ``/proc``, drops to its own uid and runs the code (`_child`).
-Its value goes straight to the host; the zygote reports only what it observed itself: the job's exit status,
-rusage, and whether it hit its deadline. So no job's source, files, output or return value ever exists in the
-zygote's memory, nor, therefore, in any later job's.
+holds nothing but the preloaded modules. It also creates that process's IPC and mount namespaces itself (enters
+fresh ones, mounts the job's limited tmpfs dirs, forks the process into them and returns to its own with
+``setns``), so the job process has nothing left to set up; the read-only masks over dirs a job could not traverse
+and ``/proc`` are mounted once, in the zygote's own mount namespace that every job's copies. When the job comes,
+the host sends the zygote five pipe ends (SCM_RIGHTS): the job's spec, stdout, stderr and value pipes, which go on
+to the waiting job process untouched, and a status pipe the zygote keeps. The job process reads its spec from the
+host's pipe itself, drops to its own uid and runs the code (`_child`). Its value goes straight to the host; the
+zygote reports only what it observed itself: the job's exit status, rusage, and whether it hit its deadline. So no
+job's source, files, output or return value ever exists in the zygote's memory, nor, therefore, in any later
+job's.
 
-The zygote is pid 1 of the worker's PID namespace. When a job's main process exits (or its deadline passes, or
-the host closes the status pipe: host death, Ctrl-C, cancellation) it kills every other process in the namespace
-(``kill(-1)`` from pid 1 reaches nothing outside it), reaps them all and only then reports, so every process of a
-job is gone before its result exists; the next job process is forked only after that. The zygote exits when the
-host's socket closes, and when it dies for any reason the kernel kills everything in its namespace.
+The zygote is pid 1 of the worker's PID namespace. While a job runs it already forks the next job's process (root,
+waiting, holding nothing). When the job's main process exits, and nothing else of the job is left (our only child
+is that next process: pid 1 adopts every orphan), the result is reported at once; otherwise, and when the deadline
+passes or the host closes the status pipe (host death, Ctrl-C, cancellation), it kills every other process in the
+namespace (``kill(-1)`` from pid 1 reaches nothing outside it; the next job's process dies too and is forked
+again), reaps them all and only then reports, so every process of a job is gone before its result exists. The
+zygote exits when the host's socket closes, and when it dies for any reason the kernel kills everything in its
+namespace.
 """
 
 from __future__ import annotations
@@ -129,14 +135,16 @@ def _supervise_job(
     timed_out = cancelled = False
     while True:
         wait = deadline - time.monotonic()
-        if wait <= 0:
-            timed_out = True
-            break
-        events = poller.poll(wait * 1000 + 1)
+        # Looked at even once the deadline passed: forking the next job's process may have kept us from looking
+        # before a job that finished in time.
+        events = poller.poll(wait * 1000 + 1 if wait > 0 else 0)
         if any(fd == pidfd for fd, _ in events):
             break
         if events:
             cancelled = True
+            break
+        if wait <= 0:
+            timed_out = True
             break
     if timed_out or cancelled:
         _kill_job(pid, uid)
