@@ -7,8 +7,8 @@ Runs in the job process the monitor forked. The value pipe is the only channel t
 
 from __future__ import annotations
 
+import _ast
 import _signal
-import ast
 import contextlib
 import importlib
 import json
@@ -16,9 +16,14 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any
 
 from gymverse.sandbox import _isolation, _protocol
+
+# Not `typing.TYPE_CHECKING`: importing typing would load it into every zygote, and every job's fork copies
+# and every job's exit tears down what a zygote holds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Prefix of a freshly exec'd launcher's or zygote's command line (argv[1]: the gymverse package dir). Stub
 #: `gymverse` and `gymverse.sandbox` packages let it load only the modules it needs: the real `__init__`s import
@@ -54,10 +59,11 @@ def _run_source(source: str) -> Any:
             pass
         else:
             return eval(code, scope)
-    tree = ast.parse(source, filename="<sandbox>")
+    tree = compile(source, "<sandbox>", "exec", _ast.PyCF_ONLY_AST)  # `ast.parse`, without loading `ast`
+    assert isinstance(tree, _ast.Module)
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body[-1].value)
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(tree.body[-1].value)
         tree.body.pop()
     exec(compile(tree, "<sandbox>", "exec"), scope)
     return None if last is None else eval(compile(last, "<sandbox>", "eval"), scope)

@@ -30,7 +30,11 @@ import os
 import resource
 import stat
 import sys
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000

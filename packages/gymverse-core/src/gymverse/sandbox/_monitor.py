@@ -22,9 +22,13 @@ import selectors
 import signal
 import sys
 import time
-from typing import Any
 
 from gymverse.sandbox import _child, _isolation, _protocol
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SPEC_FD, RESULT_FD = 3, 4
 #: How long to keep draining the job's value pipe after it exited (only stragglers outside a PID namespace).

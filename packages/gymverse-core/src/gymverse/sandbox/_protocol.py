@@ -12,7 +12,11 @@ import json
 import os
 import socket
 import struct
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Result channel cap: a return value larger than this is reported as an error, not buffered.
 RESULT_CAP = 32 * 1024 * 1024

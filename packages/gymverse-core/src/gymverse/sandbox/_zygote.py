@@ -38,9 +38,13 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
 
 from gymverse.sandbox import _child, _isolation, _monitor, _protocol
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The zygote's command line (argv: gymverse package dir, socket fd). It imports only what jobs need: every module
 #: here makes each job's fork and exit dearer (page tables), so host-side code stays in `pool`.
@@ -53,6 +57,8 @@ CTL_FD = 3
 NAMESPACES = ((_isolation.CLONE_NEWIPC, "ipcns"), (_isolation.CLONE_NEWNS, "mountns"))
 #: Their files under ``/proc/<pid>/ns``.
 NS_FILES = {_isolation.CLONE_NEWIPC: "ipc", _isolation.CLONE_NEWNS: "mnt"}
+#: A job process waiting for its job: pid, pidfd, control socket, fds of its namespaces.
+Standby = tuple[int, int, _socket.socket, list[int]]
 #: Options of the read-only tmpfs over dirs a job could not traverse: it only holds the mount points of the paths
 #: bound back.
 MASK_TMPFS = "size=1m,nr_inodes=4096"
@@ -90,7 +96,7 @@ def main(sock_fd: int) -> None:
     # As pid 1 that can list its children we can tell when a job left nothing behind, and so fork the next job's
     # process while this job runs (see `_supervise_job`); otherwise only once it is over.
     early = os.getpid() == 1 and _children() is not None
-    job: tuple[int, int, _socket.socket] | None = _prestart(_prepare(inherited, ahead, base), base)
+    job: Standby | None = _prestart(_prepare(inherited, ahead, base), base)
     while True:
         data, fds = _protocol.recv_fds(sock, JOB_FDS, _protocol.JOB_HEAD.size + 1)
         if len(data) != _protocol.JOB_HEAD.size or len(fds) != JOB_FDS:
@@ -99,7 +105,7 @@ def main(sock_fd: int) -> None:
         start = time.monotonic()
         if job is None:
             job = _prestart(_prepare(inherited, ahead, base), base)
-        pid, pidfd, ctl = job
+        pid, pidfd, ctl, held = job
         with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
             _protocol.send_fds(ctl, b"J", fds[:4])
         ctl.close()
@@ -110,16 +116,20 @@ def main(sock_fd: int) -> None:
         with contextlib.suppress(OSError):  # the host may have given up on this job
             os.write(fds[4], report)
         os.close(fds[4])
+        for fd in held:  # the job's namespaces, torn down now that its result is out rather than at its exit
+            os.close(fd)
         if job is not None and not spared:  # killed with the job's processes (and reaped): fork another
             os.close(job[1])
             job[2].close()
+            for fd in job[3]:
+                os.close(fd)
             job = None
         if job is None:
             job = _prestart(_prepare(inherited, ahead, base), base)
 
 
 def _supervise_job(
-    pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None, standby: tuple[int, int, Any] | None
+    pid: int, pidfd: int, status_w: int, deadline: float, uid: int | None, standby: Standby | None
 ) -> tuple[bytes, bool]:
     """Wait for job `pid` to exit, its deadline, or the host to close `status_w`; kill and reap every process of
     the job; return what was observed (`_protocol.JOB_REPORT`) and whether the next job's process (`standby`,
@@ -212,12 +222,11 @@ def _prepare(
     return held, applied, mounted
 
 
-def _prestart(
-    prepared: tuple[dict[int, int], list[str], dict[str, Any] | None], base: dict[int, int]
-) -> tuple[int, int, _socket.socket]:
+def _prestart(prepared: tuple[dict[int, int], list[str], dict[str, Any] | None], base: dict[int, int]) -> Standby:
     """Fork the next job's process, ahead of its job, into the namespaces `_prepare` made for it; returns its pid,
-    a pidfd and its control socket. The job process starts with nothing left to set up: work the zygote does is
-    cheaper than the same work in a fresh fork, whose every write copies a page."""
+    a pidfd, its control socket and the fds of its namespaces (kept open until its result is out, so that they are
+    not torn down by its exit, before it is reported). The job process starts with nothing left to set up: work
+    the zygote does is cheaper than the same work in a fresh fork, whose every write copies a page."""
     held, applied, mounted = prepared
     ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     try:
@@ -243,10 +252,8 @@ def _prestart(
     finally:
         for kind in held:
             _isolation.setns(base[kind], kind)
-        for fd in held.values():
-            os.close(fd)
         theirs.close()
-    return pid, os.pidfd_open(pid), ours
+    return pid, os.pidfd_open(pid), ours, list(held.values())
 
 
 def _mount_ahead(ahead: dict[str, Any] | None, applied: list[str]) -> dict[str, Any] | None:
