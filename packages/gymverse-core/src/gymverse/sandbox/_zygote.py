@@ -96,36 +96,35 @@ def main(sock_fd: int) -> None:
     # As pid 1 that can list its children we can tell when a job left nothing behind, and so fork the next job's
     # process while this job runs (see `_supervise_job`); otherwise only once it is over.
     early = os.getpid() == 1 and _children() is not None
-    job: Standby | None = _prestart(_prepare(inherited, ahead, base), base)
+    job = _prestart(_prepare(inherited, ahead, base), base)
     while True:
         data, fds = _protocol.recv_fds(sock, JOB_FDS, _protocol.JOB_HEAD.size + 1)
         if len(data) != _protocol.JOB_HEAD.size or len(fds) != JOB_FDS:
             return  # the host is gone (or spoke nonsense): stop, and everything in our namespace dies with us
         timeout, uid = _protocol.JOB_HEAD.unpack(data)
         start = time.monotonic()
-        if job is None:
-            job = _prestart(_prepare(inherited, ahead, base), base)
         pid, pidfd, ctl, held = job
         with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
             _protocol.send_fds(ctl, b"J", fds[:4])
         ctl.close()
         for fd in fds[:4]:
             os.close(fd)
-        job = _prestart(_prepare(inherited, ahead, base), base) if early else None
-        report, spared = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid, job)
+        spare = _prestart(_prepare(inherited, ahead, base), base) if early else None
+        report, spared = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid, spare)
         with contextlib.suppress(OSError):  # the host may have given up on this job
             os.write(fds[4], report)
         os.close(fds[4])
         for fd in held:  # the job's namespaces, torn down now that its result is out rather than at its exit
             os.close(fd)
-        if job is not None and not spared:  # killed with the job's processes (and reaped): fork another
-            os.close(job[1])
-            job[2].close()
-            for fd in job[3]:
+        if spare is not None and spared:
+            job = spare
+            continue
+        if spare is not None:  # killed with the job's processes (and reaped): fork another
+            os.close(spare[1])
+            spare[2].close()
+            for fd in spare[3]:
                 os.close(fd)
-            job = None
-        if job is None:
-            job = _prestart(_prepare(inherited, ahead, base), base)
+        job = _prestart(_prepare(inherited, ahead, base), base)
 
 
 def _supervise_job(
