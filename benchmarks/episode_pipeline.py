@@ -22,33 +22,18 @@ from typing import Any
 
 import gymverse
 from gymverse.rollout import ChatRenderer, Generation, InProcessSession, run_episode
+from gymverse.testing import tiny_tokenizer
 from rich.console import Console
 from rich.table import Table
 
-TEMPLATES = Path(__file__).parents[1] / "packages" / "gymverse-core" / "tests" / "chat_templates.json"
 ENV = "game:GuessTheNumber"
 
 
 def qwen3_tokenizer() -> Any:
     """A byte-level BPE tokenizer with Qwen's special tokens and the real Qwen3 template (built locally)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=800, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
     env = gymverse.make(ENV, complexity=10)
-    tok.train_from_iterator(
-        [env.reset(seed=s)[0] + " is too low. Higher. \\boxed{1}" for s in range(50)], trainer=trainer
-    )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.add_tokens(["<think>", "</think>"])
-    fast.chat_template = json.loads(TEMPLATES.read_text())["qwen3"]
-    return fast
+    corpus = [env.reset(seed=s)[0] + " is too low. Higher. \\boxed{1}" for s in range(50)]
+    return tiny_tokenizer(corpus, "qwen3", vocab_size=800)
 
 
 def pipeline(tok: Any, turns: int) -> float:

@@ -36,7 +36,6 @@ from rollout_kit import (
     ENVS,
     HORIZON,
     first_observation,
-    fixture_function,
     load_test_helpers,
     run_framework,
     run_rollout_bench,
@@ -111,7 +110,7 @@ class VerlRollout:
         from gymverse_verl.settings import DEFAULT_SYSTEM_PROMPT
 
         self.kit = load_test_helpers("adapter-verl")
-        self.tokenizer = self.kit.family_tokenizer(fixture_function(self.kit.tokenizer)(), "qwen3")
+        self.tokenizer = self.kit.family_tokenizer("qwen3")
         self.config = self.kit.make_config(response_length=8192, prompt_length=4096, max_turns=HORIZON)
         rollout = self.config.actor_rollout_ref.rollout
         rollout.full_determinism = False

@@ -189,19 +189,11 @@ def gpu_generator(seed: int = 0) -> Callable[[list[int], int], Awaitable[None]] 
 
     if not torch.cuda.is_available():
         return None
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from gymverse.testing import random_causal_lm
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=32000,
-        hidden_size=512,
-        intermediate_size=1376,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=8,
-        max_position_embeddings=16384,
-    )
-    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    shape = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8)
+    model = random_causal_lm(32000, seed=seed, **shape, num_key_value_heads=8, max_position_embeddings=16384)
+    model = model.to("cuda", dtype=torch.bfloat16).eval()
     lock = threading.Lock()  # not asyncio's: each measurement runs its own event loop
 
     def run(prompt_ids: list[int], n: int) -> None:

@@ -113,19 +113,11 @@ def adv_targets(framework: str, rows: Sequence[Mapping[str, Any]], unit: str, no
 def gpu_model(tokenizer: Any) -> Any:
     """``--gpu``: a randomly initialised Qwen2-0.5B-shaped causal LM (bf16, CUDA) for real generation cost."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from gymverse.testing import random_causal_lm
 
-    cfg = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    return Qwen2ForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+    qwen2_05b = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14)
+    model = random_causal_lm(tokenizer, arch="qwen2", **qwen2_05b, num_key_value_heads=2)
+    return model.to("cuda", torch.bfloat16).eval()
 
 
 ROLLOUT_COLUMNS = (

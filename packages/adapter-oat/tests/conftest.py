@@ -38,11 +38,6 @@ else:
         import oat.algorithms.ppo_multiturn
         import oat.interface  # noqa: F401
 
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 class CPUAdam:
     """Stand-in for DeepSpeed's CUDA `FusedAdam` kernel: the same constructor, torch's AdamW underneath."""
@@ -75,49 +70,22 @@ def cpu_only_cuda_calls() -> Iterator[None]:
 def build_tokenizer() -> Any:
     """A byte-level BPE tokenizer with a ChatML (Qwen2.5-style) template, trained on GymVerse text."""
     import gymverse
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from gymverse.testing import tiny_tokenizer
 
-    corpus = []
     env = gymverse.make("games:GuessTheNumber")
-    for seed in range(8):
-        corpus.append(env.reset(seed=seed)[0])
+    corpus = [env.reset(seed=seed)[0] for seed in range(8)]
     corpus += [rf"I halve the range. \boxed{{{i}}} {i} is too low. Higher. too high. Lower." for i in range(64)]
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHATML
-    return fast
+    return tiny_tokenizer(corpus, "chatml", vocab_size=400)
 
 
 @pytest.fixture(scope="session")
 def base_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama and its tokenizer, saved like a Hub checkpoint (built here, nothing downloaded)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from gymverse.testing import random_causal_lm
 
     tok = build_tokenizer()
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=None,
-    )
     path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(cfg).save_pretrained(path)
+    random_causal_lm(tok).save_pretrained(path)
     tok.save_pretrained(path)
     return path
 

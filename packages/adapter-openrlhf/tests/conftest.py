@@ -41,45 +41,26 @@ if "collect_ignore_glob" not in globals():
         import openrlhf.utils.agent  # noqa: F401
 
 
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def build_tokenizer(corpus: list[str]) -> Any:
-    """A tiny byte-level BPE tokenizer with a ChatML template, trained on `corpus` (no hub access)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tok = Tokenizer(models.BPE(unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
-    )
-    fast.chat_template = CHATML
-    return fast
-
-
 @pytest.fixture(scope="session")
-def tokenizer() -> Any:
-    """Tokenizer trained on GymVerse observations and boxed actions."""
+def corpus() -> list[str]:
+    """GymVerse observations and boxed actions: what the test tokenizers are trained on."""
     import gymverse
 
-    corpus = []
+    texts = []
     for env_id in ("game:GuessTheNumber", "logic:Nonogram"):
         env = gymverse.make(env_id)
         for seed in range(4):
-            corpus.append(env.reset(seed=seed)[0])
-            corpus.append(env.solve())
-    corpus += [rf"\boxed{{{i}}} Too low. Too high. Correct!" for i in range(20)]
-    return build_tokenizer(corpus)
+            texts.append(env.reset(seed=seed)[0])
+            texts.append(env.solve())
+    return texts + [rf"\boxed{{{i}}} Too low. Too high. Correct!" for i in range(20)]
+
+
+@pytest.fixture(scope="session")
+def tokenizer(corpus: list[str]) -> Any:
+    """A tiny ChatML tokenizer trained on `corpus` (`gymverse.testing.tiny_tokenizer`, no hub access)."""
+    from gymverse.testing import tiny_tokenizer
+
+    return tiny_tokenizer(corpus, "chatml", vocab_size=600)
 
 
 @dataclass

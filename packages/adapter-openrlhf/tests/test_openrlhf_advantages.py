@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import sys
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -52,7 +53,7 @@ def rollout_batch(seed: int, n: int, n_samples: int = 1) -> tuple[list[Any], np.
             tokens += list(rng.integers(5, 50, size=int(rng.integers(0, 4))))
         reward = float(np.round(rng.normal(loc=ENVS.index(env_id), scale=1.0 + ENVS.index(env_id)), 3))
         success = float(reward > ENVS.index(env_id))
-        response = {
+        response: dict[str, Any] = {
             "prompt": f"p{i // n_samples}",
             "label": EnvLabel(env_id, i // n_samples, None, ENVS.index(env_id)).to_json(),
             "observation_tokens": [int(t) for t in tokens],
@@ -86,7 +87,7 @@ def experiences(maker: Any, samples: list[Any]) -> list[Any]:
 
 
 @pytest.fixture
-def patched():
+def patched() -> Iterator[Any]:
     """Install a GymVerse config on the real class for one test, then restore OpenRLHF's method."""
 
     def apply(cfg: GymVerseConfig) -> None:
@@ -97,7 +98,7 @@ def patched():
 
 
 @pytest.mark.parametrize("micro_batch", [1, 3, 8])
-def test_env_norm_equals_gymverse_perpo_grouped_by_env(patched, micro_batch) -> None:
+def test_env_norm_equals_gymverse_perpo_grouped_by_env(patched: Any, micro_batch: Any) -> None:
     samples, rewards, envs = rollout_batch(seed=micro_batch, n=8)
     maker = maker_for(make_args("reinforce", micro_batch=micro_batch))
     patched(GymVerseConfig(norm="env"))
@@ -123,7 +124,7 @@ def test_env_norm_equals_gymverse_perpo_grouped_by_env(patched, micro_batch) -> 
             assert vals.std() == pytest.approx(1.0, abs=1e-4)
 
 
-def test_batch_norm_option_is_rebn(patched) -> None:
+def test_batch_norm_option_is_rebn(patched: Any) -> None:
     samples, rewards, _ = rollout_batch(seed=4, n=7)
     maker = maker_for(make_args("reinforce"))
     patched(GymVerseConfig(norm="batch"))
@@ -135,7 +136,7 @@ def test_batch_norm_option_is_rebn(patched) -> None:
         torch.testing.assert_close(exp.advantages[mask], want.to(exp.advantages.dtype)[mask])
 
 
-def test_kl_penalty_still_shapes_env_normalized_returns(patched) -> None:
+def test_kl_penalty_still_shapes_env_normalized_returns(patched: Any) -> None:
     samples, _, _ = rollout_batch(seed=9, n=6)
     patched(GymVerseConfig(norm="env"))
     without = maker_for(make_args("reinforce"), kl_coef=0.0)
@@ -157,7 +158,7 @@ def test_kl_penalty_still_shapes_env_normalized_returns(patched) -> None:
     ("estimator", "n_samples"),
     [("reinforce", 1), ("reinforce_baseline", 2), ("rloo", 2), ("group_norm", 2), ("dr_grpo", 2), ("gae", 1)],
 )
-def test_gymverse_off_leaves_openrlhf_unchanged(patched, estimator, n_samples) -> None:
+def test_gymverse_off_leaves_openrlhf_unchanged(patched: Any, estimator: Any, n_samples: Any) -> None:
     samples, _, _ = rollout_batch(seed=1, n=8, n_samples=n_samples)
     args = make_args(estimator, n_samples=n_samples)
     maker = maker_for(args, kl_coef=0.05)
@@ -179,7 +180,7 @@ def test_gymverse_off_leaves_openrlhf_unchanged(patched, estimator, n_samples) -
         assert y.info.keys() == x.info.keys()
 
 
-def test_gae_with_env_norm_runs_and_whitens(patched) -> None:
+def test_gae_with_env_norm_runs_and_whitens(patched: Any) -> None:
     samples, _, _ = rollout_batch(seed=3, n=6)
     maker = maker_for(make_args("gae"))
     patched(GymVerseConfig(norm="env"))
@@ -204,7 +205,7 @@ def multi_turn_batch(seed: int, n: int) -> tuple[list[Any], list[tuple[str, list
             ranges.append((start, len(tokens)))
             tokens += list(rng.integers(5, 50, size=int(rng.integers(1, 3)))) if k + 1 < len(turns) else []
         label = EnvLabel(env_id, i, None, ENVS.index(env_id), turn_rewards=tuple(turns)).to_json()
-        response = {
+        response: dict[str, Any] = {
             "prompt": f"p{i}",
             "label": label,
             "observation_tokens": [int(t) for t in tokens],
@@ -221,7 +222,7 @@ def multi_turn_batch(seed: int, n: int) -> tuple[list[Any], list[tuple[str, list
 
 
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
-def test_env_norm_is_per_turn_perpo_on_agent_samples(patched, gamma) -> None:
+def test_env_norm_is_per_turn_perpo_on_agent_samples(patched: Any, gamma: Any) -> None:
     samples, episodes = multi_turn_batch(seed=5, n=9)
     args = make_args("reinforce", micro_batch=4)
     args.algo.advantage.gamma = gamma
@@ -248,7 +249,7 @@ def test_env_norm_is_per_turn_perpo_on_agent_samples(patched, gamma) -> None:
     assert checked > 20
 
 
-def test_single_turn_per_turn_path_equals_openrlhf_scalar_path(patched) -> None:
+def test_single_turn_per_turn_path_equals_openrlhf_scalar_path(patched: Any) -> None:
     """The per-turn PERPO on single-turn data is exactly the env-normalized scalar reward OpenRLHF's path uses."""
     samples, episodes = multi_turn_batch(seed=8, n=12)
     single = [(e, [sum(r)]) for e, r in episodes]
@@ -304,7 +305,7 @@ def test_patch_applies_when_a_worker_imports_openrlhf_later() -> None:
 
 
 @pytest.mark.parametrize(("kl_coef", "gamma"), [(0.0, 1.0), (0.3, 1.0), (0.3, 0.9)])
-def test_kl_return_fast_paths_equal_openrlhfs_loop(kl_coef, gamma) -> None:
+def test_kl_return_fast_paths_equal_openrlhfs_loop(kl_coef: Any, gamma: Any) -> None:
     """The KL part of the returns without OpenRLHF's per-token loop is what that loop gives (to float rounding)."""
     from gymverse_openrlhf.advantages import _kl_return
 

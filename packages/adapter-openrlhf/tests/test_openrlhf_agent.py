@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +12,7 @@ import gymverse
 import pytest
 from gymverse.envs.game.guess_number import GuessTheNumber
 from gymverse.registry import deregister, register
+from gymverse.testing import tiny_tokenizer
 from gymverse.vector import shared_pool
 from gymverse_openrlhf.agent_func import AgentExecutor
 from gymverse_openrlhf.labels import EnvLabel, dataset_rows
@@ -39,7 +40,9 @@ def chat_prompt(tokenizer: Any, text: str) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def run(executor: Any, prompt: str, label: str, engine: Any, sampling_params: Any, tok: Any, max_length: int = 4096):
+def run(
+    executor: Any, prompt: str, label: str, engine: Any, sampling_params: Any, tok: Any, max_length: int = 4096
+) -> Any:
     return asyncio.run(
         executor.execute(
             prompt=prompt,
@@ -53,7 +56,9 @@ def run(executor: Any, prompt: str, label: str, engine: Any, sampling_params: An
 
 
 @pytest.mark.parametrize("complexity", [None, 4])
-def test_episode_end_to_end_tokens_rewards_labels(tokenizer, engine_cls, sampling_params, complexity) -> None:
+def test_episode_end_to_end_tokens_rewards_labels(
+    tokenizer: Any, engine_cls: Any, sampling_params: Any, complexity: Any
+) -> None:
     row = next(dataset_rows([ENV], 1, seed=11, complexity=complexity))
     label = row["label"]
     turns = oracle(ENV, 11, complexity)
@@ -96,7 +101,9 @@ def test_episode_end_to_end_tokens_rewards_labels(tokenizer, engine_cls, samplin
     assert exp.rewards.tolist() == pytest.approx([out["reward"]])
 
 
-def test_tokenizer_without_chat_template_uses_plain_turns(tokenizer, engine_cls, sampling_params) -> None:
+def test_tokenizer_without_chat_template_uses_plain_turns(
+    tokenizer: Any, engine_cls: Any, sampling_params: Any
+) -> None:
     from transformers import PreTrainedTokenizerFast
 
     bare = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, eos_token="<|im_end|>")
@@ -112,7 +119,7 @@ def test_tokenizer_without_chat_template_uses_plain_turns(tokenizer, engine_cls,
     assert out["reward"] == pytest.approx(sum(r for _, _, r, _ in turns))
 
 
-def test_wrong_answers_give_failure_and_format_penalty(tokenizer, engine_cls, sampling_params) -> None:
+def test_wrong_answers_give_failure_and_format_penalty(tokenizer: Any, engine_cls: Any, sampling_params: Any) -> None:
     row = next(dataset_rows([ENV], 1, seed=2))
     env = gymverse.make(ENV)
     env.reset(seed=2)
@@ -144,7 +151,7 @@ class _Exploding(GuessTheNumber):
 
 
 @pytest.fixture
-def exploding_envs():
+def exploding_envs() -> Iterator[Any]:
     register("testorlhf:Exploding", _Exploding, override=True)
     register("testorlhf:ExplodingReset", _Exploding, override=True, fail_reset=True)
     yield
@@ -153,7 +160,7 @@ def exploding_envs():
 
 
 def test_env_error_ends_only_that_episode_with_a_clear_message(
-    tokenizer, engine_cls, sampling_params, exploding_envs
+    tokenizer: Any, engine_cls: Any, sampling_params: Any, exploding_envs: Any
 ) -> None:
     label = EnvLabel("testorlhf:Exploding", 3).to_json()
     engine = engine_cls(tokenizer, [r"\boxed{1}", r"\boxed{2}", r"\boxed{3}"])
@@ -179,7 +186,9 @@ def test_env_error_ends_only_that_episode_with_a_clear_message(
     assert ok["extra_logs"]["gymverse_error"] == 0.0
 
 
-def test_reset_failure_ends_episode_at_first_action(tokenizer, engine_cls, sampling_params, exploding_envs) -> None:
+def test_reset_failure_ends_episode_at_first_action(
+    tokenizer: Any, engine_cls: Any, sampling_params: Any, exploding_envs: Any
+) -> None:
     label = EnvLabel("testorlhf:ExplodingReset", 1).to_json()
     engine = engine_cls(tokenizer, [r"\boxed{1}", r"\boxed{2}"])
     out = run(AgentExecutor(), "ignored", label, engine, sampling_params, tokenizer)
@@ -191,7 +200,7 @@ def test_reset_failure_ends_episode_at_first_action(tokenizer, engine_cls, sampl
     assert "OSError: disk gone" in text
 
 
-def test_bad_labels_name_the_problem(tokenizer, engine_cls, sampling_params) -> None:
+def test_bad_labels_name_the_problem(tokenizer: Any, engine_cls: Any, sampling_params: Any) -> None:
     engine = engine_cls(tokenizer, ["x"])
     with pytest.raises(ValueError, match="not JSON"):
         run(AgentExecutor(), "p", "GuessTheNumber", engine, sampling_params, tokenizer)
@@ -203,7 +212,7 @@ def test_bad_labels_name_the_problem(tokenizer, engine_cls, sampling_params) -> 
         EnvLabel.parse({"env_id": ENV, "seed": 0, "complexity": 11})
 
 
-def test_token_budget_cut_closes_the_session(tokenizer, engine_cls, sampling_params) -> None:
+def test_token_budget_cut_closes_the_session(tokenizer: Any, engine_cls: Any, sampling_params: Any) -> None:
     row = next(dataset_rows([ENV], 1, seed=11))
     prompt = chat_prompt(tokenizer, row["prompt"])
     budget = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) + 3
@@ -216,19 +225,12 @@ def test_token_budget_cut_closes_the_session(tokenizer, engine_cls, sampling_par
     assert shared_pool().active == before  # the unfinished episode's env slot was released
 
 
-def test_qwen3_thinking_template_env_turns_and_verbatim_thinking(tokenizer, engine_cls, sampling_params) -> None:
+def test_qwen3_thinking_template_env_turns_and_verbatim_thinking(
+    corpus: list[str], engine_cls: Any, sampling_params: Any
+) -> None:
     """The real Qwen3 template (which re-renders history without <think>): env turns still carry its user markers,
     the model's thinking stays in its own sequence, and the env sees only the answer (not the decoy in the thought)."""
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    templates = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-    qwen3 = PreTrainedTokenizerFast(
-        tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer), eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    qwen3.add_tokens(["<think>", "</think>"])
-    qwen3.chat_template = templates["qwen3"]
+    qwen3 = tiny_tokenizer(corpus, "qwen3", vocab_size=600)
     row = next(dataset_rows([ENV], 1, seed=11))
     turns = oracle(ENV, 11)
     engine = engine_cls(qwen3, [f"<think>\nmaybe \\boxed{{99}}?\n</think>\n\n{a}" for a, *_ in turns])
@@ -243,7 +245,9 @@ def test_qwen3_thinking_template_env_turns_and_verbatim_thinking(tokenizer, engi
         assert qwen3.decode(tokens[end:nxt]) == f"\n<|im_start|>user\n{obs}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_turn_cap_from_the_gymverse_flags(tokenizer, engine_cls, sampling_params, monkeypatch) -> None:
+def test_turn_cap_from_the_gymverse_flags(
+    tokenizer: Any, engine_cls: Any, sampling_params: Any, monkeypatch: Any
+) -> None:
     from gymverse_openrlhf.config import ENV_VAR, GymVerseConfig
 
     monkeypatch.setenv(ENV_VAR, GymVerseConfig(max_turns=2).to_json())
@@ -254,7 +258,6 @@ def test_turn_cap_from_the_gymverse_flags(tokenizer, engine_cls, sampling_params
     assert out["scores"] == 0.0
 
 
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 ENV_TURN = {  # what each real template renders for an env (user) turn after the assistant's end-of-turn token
     "llama3": "<|start_header_id|>user<|end_header_id|>\n\n{obs}<|eot_id|>"
     "<|start_header_id|>assistant<|end_header_id|>\n\n",
@@ -263,25 +266,12 @@ ENV_TURN = {  # what each real template renders for an env (user) turn after the
 
 
 @pytest.mark.parametrize("family", ["llama3", "qwen2.5"])
-def test_llama3_and_chatml_templates_format_env_turns(tokenizer, engine_cls, sampling_params, family) -> None:
+def test_llama3_and_chatml_templates_format_env_turns(
+    corpus: list[str], engine_cls: Any, sampling_params: Any, family: Any
+) -> None:
     """The real Llama-3 and ChatML (Qwen2.5) templates through the agent: env turns carry the template's user and
     assistant markers around the observation, and the model's turns stay verbatim."""
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    templates = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-    if family == "llama3":
-        tok = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer))
-        tok.add_tokens(LLAMA3_SPECIALS, special_tokens=True)
-        tok.eos_token, tok.bos_token, tok.pad_token = "<|eot_id|>", "<|begin_of_text|>", "<|end_of_text|>"
-    else:
-        tok = PreTrainedTokenizerFast(
-            tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer),
-            eos_token="<|im_end|>",
-            pad_token="<|endoftext|>",
-        )
-    tok.chat_template = templates[family]
+    tok = tiny_tokenizer(corpus, family, vocab_size=600)
     row = next(dataset_rows([ENV], 1, seed=12))
     turns = oracle(ENV, 12)
     engine = engine_cls(tok, [a for a, *_ in turns])

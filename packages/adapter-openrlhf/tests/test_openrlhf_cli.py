@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from typing import Any
 
 import gymverse
 import pytest
@@ -15,7 +16,7 @@ from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 from openrlhf.utils.agent import AgentExecutorBase
 
 
-def test_openrlhf_loads_the_shipped_agent_file(capsys) -> None:
+def test_openrlhf_loads_the_shipped_agent_file(capsys: Any) -> None:
     assert main(["agent-path"]) == 0
     path = capsys.readouterr().out.strip()
     assert path == agent_path()
@@ -24,7 +25,7 @@ def test_openrlhf_loads_the_shipped_agent_file(capsys) -> None:
     assert type(executor) is AgentExecutor  # the file re-exports the package's executor
 
 
-def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path, tokenizer, capsys) -> None:
+def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path: Any, tokenizer: Any, capsys: Any) -> None:
     out = tmp_path / "prompts.jsonl"
     envs = ["game:GuessTheNumber", "logic:Nonogram"]
     assert main(["make-dataset", "--envs", ",".join(envs), "--n", "3", "--out", str(out), "--seed", "5"]) == 0
@@ -58,6 +59,9 @@ def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path, tokenizer, 
         (["--envs", "game:GuessTheNumber,game:GuessTheNumber", "--n", "1"], "env ids repeat"),
     ],
 )
-def test_make_dataset_rejects_bad_input(tmp_path, capsys, args, message) -> None:
-    assert main(["make-dataset", *args, "--out", str(tmp_path / "x.jsonl")]) == 2
-    assert message in capsys.readouterr().err
+def test_make_dataset_rejects_bad_input(tmp_path: Any, capsys: Any, args: Any, message: Any) -> None:
+    out = tmp_path / "x.jsonl"
+    assert main(["make-dataset", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gymverse-openrlhf: error: ") and message in err
+    assert not out.exists()

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,7 +35,7 @@ ENV = "game:GuessTheNumber"
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
+def ray_cluster() -> Iterator[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
@@ -76,7 +77,7 @@ def oracle_actions(level: int, seed: int) -> list[str]:
 
 
 def test_levels_flow_from_success_to_reset_and_checkpoint(
-    ray_cluster, tokenizer, engine_cls, sampling_params, tmp_path, monkeypatch
+    ray_cluster: Any, tokenizer: Any, engine_cls: Any, sampling_params: Any, tmp_path: Any, monkeypatch: Any
 ) -> None:
     cfg = GymVerseConfig(norm="env", evolve=True, patience=1, ckpt_path=str(tmp_path))
     monkeypatch.setenv(ENV_VAR, cfg.to_json())
@@ -162,13 +163,13 @@ def test_levels_flow_from_success_to_reset_and_checkpoint(
     curriculum.reset_handle()
 
 
-def test_missing_actor_is_a_clear_error(ray_cluster) -> None:
+def test_missing_actor_is_a_clear_error(ray_cluster: Any) -> None:
     curriculum.reset_handle()
     with pytest.raises(RuntimeError, match=r"gymverse_openrlhf\.train"):
         curriculum.get_service()
 
 
-def test_launcher_splits_flags_and_passes_openrlhf_args_through(tmp_path) -> None:
+def test_launcher_splits_flags_and_passes_openrlhf_args_through(tmp_path: Any) -> None:
     argv = [
         "--actor.model_name_or_path",
         "m",
@@ -216,7 +217,7 @@ def test_submitted_job_runtime_env_is_completed_not_overridden() -> None:
 
 
 def test_launcher_start_leaves_a_detached_curriculum_that_survives_and_resumes(
-    ray_cluster, tmp_path, monkeypatch
+    ray_cluster: Any, tmp_path: Any, monkeypatch: Any
 ) -> None:
     """The real launcher `start()` keeps no handle: the named actor must outlive it and resume from the checkpoint."""
     from gymverse_openrlhf import train

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import sys
 import threading
@@ -10,11 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import RL2
+from gymverse.testing import tiny_tokenizer
 
-# The real Qwen3 template, copied verbatim from its tokenizer_config.json, kept once in the core's tests.
-TEMPLATES = Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json"
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-QWEN_ADDED = ["<think>", "</think>"]
 CORPUS = [
     "I am thinking of an integer between 1 and 10. You have 10 guesses. Answer with \\boxed{<integer>}.",
     "5 is too low. Higher. 8 is too high. Lower. Correct! The number was 7. Between 1 and 5000.",
@@ -25,20 +21,7 @@ CORPUS = [
 
 def build_tokenizer(path: Path) -> Path:
     """A byte-level BPE tokenizer with Qwen3's special tokens and real chat template, saved for `from_pretrained`."""
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700, special_tokens=QWEN_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.add_tokens(QWEN_ADDED)
-    fast.chat_template = json.loads(TEMPLATES.read_text())["qwen3"]
-    fast.save_pretrained(path)
+    tiny_tokenizer(CORPUS * 4, "qwen3", vocab_size=700).save_pretrained(path)
     return path
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gymverse.testing import random_causal_lm, tiny_tokenizer
 
 if importlib.util.find_spec("verl") is None:  # the main workspace env has no verl: these tests live in .venv-verl
     collect_ignore_glob = ["test_verl_*.py"]
@@ -33,11 +34,6 @@ else:
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).parent))  # verl_cpu_run, verl_cpu_standins (--import-mode=importlib)
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 CORPUS = [
     "I am thinking of an integer between 1 and 10. You have 10 guesses. Answer with \\boxed{<integer>}.",
     "5 is too low. Higher. 8 is too high. Lower. Correct! The number was 7.",
@@ -50,49 +46,12 @@ CORPUS = [
 @pytest.fixture(scope="session")
 def tokenizer() -> Any:
     """A byte-level BPE tokenizer trained here (no hub), wrapped with a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return tiny_tokenizer(CORPUS * 4, "chatml", vocab_size=400)
 
 
-TEMPLATE_TOKENS = {  # family -> (eos, bos, extra special tokens) of the real model's tokenizer
-    "qwen3": ("<|im_end|>", None, ["<think>", "</think>"]),
-    "llama3": (
-        "<|eot_id|>",
-        "<|begin_of_text|>",
-        ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-    ),
-}
-
-
-def family_tokenizer(base: Any, family: str) -> Any:
-    """`base`'s vocabulary with a real model family's chat template (from gymverse-core's test data) and tokens."""
-    import copy
-    import json
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    path = Path(__file__).resolve().parents[2] / "gymverse-core" / "tests" / "chat_templates.json"
-    eos, bos, extra = TEMPLATE_TOKENS[family]
-    tok = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(base.backend_tokenizer), pad_token="<|endoftext|>")
-    tok.add_special_tokens({"additional_special_tokens": [t for t in extra if t.startswith("<|")]})
-    tok.add_tokens([t for t in extra if not t.startswith("<|")])
-    tok.eos_token, tok.bos_token = eos, bos
-    tok.chat_template = json.loads(path.read_text())[family]
-    return tok
+def family_tokenizer(family: str) -> Any:
+    """The same kind of tokenizer with a real model family's special tokens and chat template."""
+    return tiny_tokenizer(CORPUS * 4, family, vocab_size=400)
 
 
 README = Path(__file__).resolve().parents[1] / "README.md"  # the package README
@@ -124,23 +83,13 @@ def with_overrides(overrides: list[str], new: dict[str, Any]) -> list[str]:
     return [*kept, *(f"{k}={v}" for k, v in new.items())]
 
 
-def model_folder(base: Any, family: str, path: Path) -> Path:
+def model_folder(family: str, path: Path) -> Path:
     """A model folder verl loads offline (``actor_rollout_ref.model.path``): `family_tokenizer` and a tiny random
     Llama over its vocabulary."""
-    tok = family_tokenizer(base, family)
+    tok = family_tokenizer(family)
     tok.save_pretrained(path)
-    model = tiny_llama(tok, max_position_embeddings=4096, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    model.save_pretrained(path)
+    random_causal_lm(tok, seed=None, max_position_embeddings=4096).save_pretrained(path)
     return path
-
-
-def tiny_llama(tokenizer: Any, **config: Any) -> Any:
-    """A random 2-layer, 32-wide Llama over `tokenizer`'s vocabulary (`config` adds ``LlamaConfig`` fields)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    sizes: dict[str, Any] = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
-    sizes.update(num_attention_heads=4, num_key_value_heads=2)
-    return LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), **sizes, **config))
 
 
 @pytest.fixture(scope="session")
@@ -259,8 +208,7 @@ class TinyLlamaServer:
     """Stand-in for verl's LLM server: samples from a tiny random Llama and returns the tokens' log-probs."""
 
     def __init__(self, tokenizer: Any, seed: int = 0) -> None:
-        torch.manual_seed(seed)
-        self.model = tiny_llama(tokenizer, max_position_embeddings=2048).eval()
+        self.model = random_causal_lm(tokenizer, seed=seed).eval()
         self.eos = tokenizer.eos_token_id
         self.global_steps = 1
         self.gen = torch.Generator().manual_seed(seed)

@@ -152,18 +152,7 @@ def test_generation_server_failure_is_not_hidden(kit: Any, tokenizer: Any) -> No
 def test_qwen3_thinking_template_keeps_generated_ids(kit: Any, tokenizer: Any) -> None:
     """The real Qwen3 template, with enable_thinking from the dataset config: trained ids are the generated ids,
     env turns carry the template's user markers, and the env sees the answer, not the decoy in the thought."""
-    import copy
-    import json
-    from pathlib import Path
-
-    from transformers import PreTrainedTokenizerFast
-
-    templates = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-    qwen3 = PreTrainedTokenizerFast(
-        tokenizer_object=copy.deepcopy(tokenizer.backend_tokenizer), eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    qwen3.add_tokens(["<think>", "</think>"])
-    qwen3.chat_template = templates["qwen3"]
+    qwen3 = kit.family_tokenizer("qwen3")
     server = kit.ScriptedServer(qwen3, policy=lambda p: "<think>\nnot \\boxed{99}\n</think>\n\n" + kit.guess_policy(p))
     config = kit.make_config()
     config.data.apply_chat_template_kwargs = {"enable_thinking": False}
@@ -220,9 +209,9 @@ def test_env_failing_at_reset_still_carries_the_weights_version(kit: Any, tokeni
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama3"])
-def test_prompt_over_prompt_length_fails_loudly(kit: Any, tokenizer: Any, family: str) -> None:
+def test_prompt_over_prompt_length_fails_loudly(kit: Any, family: str) -> None:
     """verl's own loops left-truncate an over-long prompt with a log line; GymVerse refuses, naming the limit."""
-    tok = kit.family_tokenizer(tokenizer, family)
+    tok = kit.family_tokenizer(family)
     server = kit.ScriptedServer(tok, tail=tok.eos_token)
     ok = run_episode(kit, tok, server, [kit.row(GUESS, 3)], prompt_length=512)[0]
     n = ok.extra_fields["prompt_tokens"]
@@ -235,7 +224,7 @@ def test_prompt_over_prompt_length_fails_loudly(kit: Any, tokenizer: Any, family
 def test_llama3_template_episode_keeps_generated_ids(kit: Any, tokenizer: Any) -> None:
     """Llama-3's template (bos, header markers, <|eot_id|>): trained ids are the generated ids, env turns are
     user headers."""
-    tok = kit.family_tokenizer(tokenizer, "llama3")
+    tok = kit.family_tokenizer("llama3")
     server = kit.ScriptedServer(tok, tail="<|eot_id|>")
     out = run_episode(kit, tok, server, [kit.row(GUESS, 11)])[0]
     assert out.extra_fields["success"] is True

@@ -87,7 +87,7 @@ def test_check_split_names_the_wrong_rows() -> None:
 @pytest.mark.usefixtures("ray_cluster")
 @pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")  # torch, on verl's lazy imports
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # verl's 8 loader workers, 2 cores
-def test_trainer_start_refuses_a_validation_set_without_split_val(kit: Any, tokenizer: Any, tmp_path: Any) -> None:
+def test_trainer_start_refuses_a_validation_set_without_split_val(kit: Any, tmp_path: Any) -> None:
     """``make-dataset`` without ``--split val`` for the validation file: verl's ``init()`` fails at its dataloader
     step, before any worker is started, naming the file and the fix."""
     import uuid
@@ -98,7 +98,7 @@ def test_trainer_start_refuses_a_validation_set_without_split_val(kit: Any, toke
     for name in ("train", "val"):  # the mistake: both written as training rows
         out = f"{tmp_path}/{name}.parquet"
         assert main(["make-dataset", "--envs", "game:GuessTheNumber", "--n", "2", "--out", out]) == 0
-    model = kit.model_folder(tokenizer, "qwen3", tmp_path / "model")
+    model = kit.model_folder("qwen3", tmp_path / "model")
     overrides = {
         "data.train_files": f"{tmp_path}/train.parquet",
         "data.val_files": f"{tmp_path}/val.parquet",

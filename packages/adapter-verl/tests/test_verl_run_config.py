@@ -108,7 +108,7 @@ def test_gymverse_trainer_is_verls_sync_path_and_resume_replays_nothing(
 
 
 @pytest.mark.timeout(600)
-def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tokenizer: Any, tmp_path: Path) -> None:
+def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tmp_path: Path) -> None:
     """``python -m verl.trainer.main_ppo`` with the README's overrides, a tiny local model and GymVerse data: on CPU
     verl itself gets through Hydra composition, ``validate_config``, its own Ray cluster, the TaskRunner actor
     (which loads the GymVerse plugin), ``tq.init``, the GymVerse trainer's construction, tokenizer and dataloaders,
@@ -132,7 +132,7 @@ def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tokenizer: 
             "data.train_files": tmp_path / "train.parquet",
             "data.val_files": tmp_path / "val.parquet",
             "data.train_batch_size": 2,
-            "actor_rollout_ref.model.path": kit.model_folder(tokenizer, "qwen3", tmp_path / "model"),
+            "actor_rollout_ref.model.path": kit.model_folder("qwen3", tmp_path / "model"),
             "actor_rollout_ref.actor.ppo_mini_batch_size": 2,
             "trainer.n_gpus_per_node": 1,
             "trainer.total_training_steps": 2,

@@ -108,14 +108,14 @@ def run_config(kit: Any, tmp_path: Path, model: Path, steps: int, actor_name: st
 @pytest.mark.timeout(900)  # two TaskRunner runs, each starting verl's Ray actors (TransferQueue, agent-loop worker)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning", "ignore::FutureWarning")
 def test_verl_trains_on_cpu_through_its_own_step(
-    kit: Any, tokenizer: Any, tmp_path: Path, traced_cluster: Path, monkeypatch: pytest.MonkeyPatch
+    kit: Any, tmp_path: Path, traced_cluster: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ray
     import verl.trainer.ppo.v1.trainer_base as trainer_base
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    model = kit.model_folder(tokenizer, "qwen3", tmp_path / "tiny-qwen3")
+    model = kit.model_folder("qwen3", tmp_path / "tiny-qwen3")
     thinking = lambda p: "<think>\nhalve the range\n</think>\n\n" + kit.guess_policy(p)  # noqa: E731
     server: Any = (
         ray.remote(ScriptedLLMServer)

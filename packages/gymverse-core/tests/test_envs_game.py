@@ -8,10 +8,9 @@ import pytest
 from gymverse.envs._contract_testing import (
     MALFORMED_ACTIONS,
     check_format_errors,
+    check_live_transcripts_repeat,
     check_oracle_solves,
     check_pickled_clone_and_rewind,
-    live_mixed_actions,
-    seeded_transcript,
 )
 from gymverse.envs.game.hanoi import next_move, optimal_moves
 from gymverse.envs.game.lights_out import min_presses, press_mask
@@ -41,14 +40,7 @@ def test_oracle_succeeds(env_id: str, level: int, seed: int) -> None:
 @pytest.mark.parametrize("env_id", GAME_IDS)
 @pytest.mark.parametrize("level", [1, 10])
 def test_same_seed_same_transcript(env_id: str, level: int) -> None:
-    acts_a = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
-    acts_b = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12)
-    assert acts_a == acts_b
-    t1 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
-    t2 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts_a)
-    assert t1 == t2
-    other = seeded_transcript(gymverse.make(env_id, complexity=level), 8, acts_a)
-    assert other != t1, "different seeds should give different instances"
+    check_live_transcripts_repeat(env_id, level)
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)

@@ -8,10 +8,9 @@ import pytest
 from gymverse.envs._contract_testing import (
     MALFORMED_ACTIONS,
     check_format_errors,
+    check_live_transcripts_repeat,
     check_oracle_solves,
     check_pickled_clone_and_rewind,
-    live_mixed_actions,
-    seeded_transcript,
 )
 from gymverse.envs.logic.knights_knaves import _assignments, consistent, describe
 from gymverse.envs.logic.latin_square import random_latin_square
@@ -67,11 +66,7 @@ def test_oracle_recovers_after_random_edits(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", LOGIC_IDS)
 @pytest.mark.parametrize("level", [1, 10])
 def test_same_seed_same_transcript(env_id: str, level: int) -> None:
-    acts = live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12, submit_as=CHECK)
-    assert acts == live_mixed_actions(gymverse.make(env_id, complexity=level), 7, 12, submit_as=CHECK)
-    t1 = seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts)
-    assert t1 == seeded_transcript(gymverse.make(env_id, complexity=level), 7, acts)
-    assert t1 != seeded_transcript(gymverse.make(env_id, complexity=level), 8, acts)
+    check_live_transcripts_repeat(env_id, level, submit_as=CHECK)
 
 
 @pytest.mark.parametrize("env_id", LOGIC_IDS)

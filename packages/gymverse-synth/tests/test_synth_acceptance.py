@@ -4,7 +4,6 @@ harder variant synthesized from an accepted env."""
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from gymverse_synth.llm import OpenAIClient
 from gymverse_synth.pipeline import SynthConfig, run_pipeline
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign
-from gymverse_synth.testing.scripted_server import RecordedRequest, ScriptedLLMServer
+from gymverse_synth.testing.router import StageRouter
+from gymverse_synth.testing.scripted_server import ScriptedLLMServer
 from gymverse_synth.validation import ValidationConfig
 
 FIX = Path(__file__).parent / "synth_fixtures"
@@ -27,19 +27,10 @@ GOOD = (FIX / "good_env.py").read_text()
 SEED = Seed(domain="Algorithm", idea="Sort a list with as few swaps as possible.")
 
 
-class Router:
-    def __init__(self, designs: list[str], programs: list[str]) -> None:
-        self.designs, self.programs = deque(designs), deque(programs)
-
-    def __call__(self, request: RecordedRequest) -> str:
-        design = request.messages[0]["content"].startswith("You design text environments")
-        return (self.designs if design else self.programs).popleft()
-
-
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synth-run")
-    with ScriptedLLMServer(handler=Router([DESIGN], [f"```python\n{GOOD}```"])) as server:
+    with ScriptedLLMServer(handler=StageRouter([DESIGN], [f"```python\n{GOOD}```"])) as server:
         client = OpenAIClient(server.base_url, model="scripted", max_retries=0)
         summary = run_pipeline([SEED], client, SynthConfig(out=out, validation=FAST))
     assert summary.accepted == 1
@@ -110,7 +101,7 @@ def test_evolve_synthesizes_a_validated_harder_variant(suite_run: Path, family: 
     variant = GOOD.replace("class SortBySwaps(Env)", "class SortBySwapsV2(Env)").replace(
         '"length": (3, 12)', '"length": (3, 16)'
     )
-    router = Router([DESIGN, harder_design("Whatever", 16)], [f"```python\n{variant}```"])
+    router = StageRouter([DESIGN, harder_design("Whatever", 16)], [f"```python\n{variant}```"])
     with ScriptedLLMServer(handler=router) as server:
         client = OpenAIClient(server.base_url, model="scripted", max_retries=0)
         outcome = evolve(parent, client, 0.9, config=SynthConfig(out=suite_run / "evo", suite_dir=suite_run / "suite",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,21 +12,13 @@ from gymverse.registry import deregister, list_envs
 from gymverse_synth.artifacts import load_index, read_json
 from gymverse_synth.seeds import Seed
 from gymverse_synth.synth_cli import domain_seeds
-from gymverse_synth.testing.scripted_server import RecordedRequest, ScriptedLLMServer
+from gymverse_synth.testing.router import StageRouter
+from gymverse_synth.testing.scripted_server import ScriptedLLMServer
 
 FIX = Path(__file__).parent / "synth_fixtures"
 DESIGN = (FIX / "sort_design.json").read_text()
 GOOD = (FIX / "good_env.py").read_text()
 FAMILY = "synthcli"
-
-
-class Router:
-    def __init__(self, designs: list[str], programs: list[str]) -> None:
-        self.designs, self.programs = deque(designs), deque(programs)
-
-    def __call__(self, request: RecordedRequest) -> str:
-        design = request.messages[0]["content"].startswith("You design text environments")
-        return (self.designs if design else self.programs).popleft()
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +33,7 @@ def test_synth_then_evolve_from_the_command_line(tmp_path: Path, capsys: pytest.
     seeds.write_text("# one seed\n" + Seed(domain="Algorithm", idea="sorting by swaps").model_dump_json() + "\n")
     out = tmp_path / "run"
     common = ["--max-tokens", "800", "--timeout", "20", "--no-progress"]
-    with ScriptedLLMServer(handler=Router([DESIGN], [f"```python\n{GOOD}```"])) as server:
+    with ScriptedLLMServer(handler=StageRouter([DESIGN], [f"```python\n{GOOD}```"])) as server:
         argv = ["synth", "--seeds", str(seeds), "--llm", server.base_url, "--out", str(out), "--family", FAMILY]
         assert main([*argv, *common]) == 0
         assert server.completion_requests[0].body["max_tokens"] == 800
@@ -54,7 +45,7 @@ def test_synth_then_evolve_from_the_command_line(tmp_path: Path, capsys: pytest.
     harder = json.loads(DESIGN)
     harder["complexity_params"][0]["level_10"] = 14
     variant = GOOD.replace('"length": (3, 12)', '"length": (3, 14)')
-    with ScriptedLLMServer(handler=Router([json.dumps(harder)], [f"```python\n{variant}```"])) as server:
+    with ScriptedLLMServer(handler=StageRouter([json.dumps(harder)], [f"```python\n{variant}```"])) as server:
         env_dir = out / "suite" / "SortBySwaps"
         argv = ["synth", "evolve", str(env_dir), "--success", "0.85", "--llm", server.base_url, "--name", "SortHard"]
         assert main([*argv, *common]) == 0

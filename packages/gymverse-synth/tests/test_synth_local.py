@@ -60,24 +60,11 @@ def test_unknown_sampling_argument_is_rejected(smollm2_client: Any) -> None:
 @pytest.fixture(scope="module")
 def tiny_client(smollm2_client: Any) -> Any:
     """A 2-layer random Llama with SmolLM2's tokenizer: exercises the decoding loop in milliseconds."""
+    from gymverse.testing import random_causal_lm
     from gymverse_synth.llm.local import TransformersClient
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = smollm2_client.tokenizer
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        eos_token_id=-1,  # random weights: never stop early, so lengths are exact
-    )
-    import torch
-
-    with torch.random.fork_rng():  # fixed weights make the test deterministic without touching the global RNG
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(config)
+    model = random_causal_lm(tok, eos_token_id=-1)  # random weights: never stop early, so lengths are exact
     return TransformersClient(model, tok, name="tiny-random", seed=0)
 
 

@@ -4,7 +4,6 @@ run without repeating finished stages, concurrency under a limit, and the run su
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from gymverse_synth.artifacts import load_index, read_json
 from gymverse_synth.llm import OpenAIClient
 from gymverse_synth.pipeline import SynthConfig, run_pipeline
 from gymverse_synth.seeds import Seed
+from gymverse_synth.testing.router import StageRouter, is_design_request
 from gymverse_synth.testing.scripted_server import RecordedRequest, Reply, ScriptedLLMServer
 from gymverse_synth.validation import ValidationConfig
 
@@ -22,24 +22,12 @@ GOOD = f"```python\n{(FIX / 'good_env.py').read_text()}```"
 SEED = Seed(domain="Algorithm", idea="Sort a list with as few swaps as possible.")
 
 
-def is_design_request(request: RecordedRequest) -> bool:
-    return request.messages[0]["content"].startswith("You design text environments")
-
-
-class Router:
-    def __init__(self, designs: list[str | Reply], programs: list[str | Reply]) -> None:
-        self.designs, self.programs = deque(designs), deque(programs)
-
-    def __call__(self, request: RecordedRequest) -> str | Reply:
-        return (self.designs if is_design_request(request) else self.programs).popleft()
-
-
 def client_for(server: ScriptedLLMServer) -> OpenAIClient:
     return OpenAIClient(server.base_url, model="scripted", max_retries=0)
 
 
 def test_invalid_abstraction_json_is_retried_with_the_error(tmp_path: Path) -> None:
-    router = Router(["The design: {name: SortBySwaps, oops", DESIGN], [GOOD])
+    router = StageRouter(["The design: {name: SortBySwaps, oops", DESIGN], [GOOD])
     with ScriptedLLMServer(handler=router) as server:
         summary = run_pipeline([SEED], client_for(server), SynthConfig(out=tmp_path, validation=FAST))
         retry = server.completion_requests[1]
@@ -51,7 +39,7 @@ def test_invalid_abstraction_json_is_retried_with_the_error(tmp_path: Path) -> N
 
 def test_abstraction_that_never_validates_is_rejected_without_writing_code(tmp_path: Path) -> None:
     bad_design = json.loads(DESIGN) | {"complexity_params": []}
-    router = Router(["no json here", json.dumps(bad_design)], [])
+    router = StageRouter(["no json here", json.dumps(bad_design)], [])
     with ScriptedLLMServer(handler=router) as server:
         config = SynthConfig(out=tmp_path, abstraction_attempts=2, validation=FAST)
         summary = run_pipeline([SEED], client_for(server), config)
@@ -80,13 +68,13 @@ class FailAfter:
 
 def test_resume_after_interruption_skips_finished_stages(tmp_path: Path) -> None:
     config = SynthConfig(out=tmp_path, validation=FAST)
-    with ScriptedLLMServer(handler=Router([DESIGN], [])) as first:
+    with ScriptedLLMServer(handler=StageRouter([DESIGN], [])) as first:
         summary = run_pipeline([SEED], FailAfter(client_for(first), 1), config)  # type: ignore[arg-type]
     assert summary.errors == 1 and "connection to the model lost" in summary.outcomes[0].reason
     assert (tmp_path / SEED.id / "abstraction.json").is_file()
     assert not (tmp_path / SEED.id / "outcome.json").exists()  # an error is not an outcome: rerun resumes
 
-    with ScriptedLLMServer(handler=Router([], [GOOD])) as second:
+    with ScriptedLLMServer(handler=StageRouter([], [GOOD])) as second:
         summary = run_pipeline([SEED], client_for(second), config)
         assert not any(is_design_request(r) for r in second.completion_requests)  # abstraction not re-requested
         assert len(second.completion_requests) == 1
@@ -100,13 +88,13 @@ def test_resume_after_interruption_skips_finished_stages(tmp_path: Path) -> None
 
 def test_unreachable_model_is_an_error_a_rerun_retries(tmp_path: Path) -> None:
     config = SynthConfig(out=tmp_path, validation=FAST)
-    with ScriptedLLMServer(handler=Router([DESIGN], [Reply.error(503)])) as server:
+    with ScriptedLLMServer(handler=StageRouter([DESIGN], [Reply.error(503)])) as server:
         summary = run_pipeline([SEED], client_for(server), config)
     outcome = summary.outcomes[0]
     assert outcome.status == "error" and outcome.checks == ["llm"] and "503" in outcome.reason
     # the failed construction record is on disk but marked transient, so the rerun asks again
     assert read_json(tmp_path / SEED.id / "construction_r0.json")["error"].startswith("LLM request failed")
-    with ScriptedLLMServer(handler=Router([], [GOOD])) as server:
+    with ScriptedLLMServer(handler=StageRouter([], [GOOD])) as server:
         assert run_pipeline([SEED], client_for(server), config).accepted == 1
 
 

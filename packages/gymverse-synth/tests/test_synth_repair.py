@@ -7,7 +7,6 @@ with a broken fixture program, and the repair request with the correct program.
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from gymverse_synth.artifacts import load_index, read_json
 from gymverse_synth.llm import OpenAIClient
 from gymverse_synth.pipeline import SynthConfig, run_pipeline
 from gymverse_synth.seeds import Seed
-from gymverse_synth.testing.scripted_server import RecordedRequest, ScriptedLLMServer
+from gymverse_synth.testing.router import StageRouter
+from gymverse_synth.testing.scripted_server import ScriptedLLMServer
 from gymverse_synth.validation import ValidationConfig
 
 FIX = Path(__file__).parent / "synth_fixtures"
@@ -27,17 +27,6 @@ def fenced(name: str) -> str:
     return f"Here is the program.\n```python\n{(FIX / f'{name}.py').read_text()}```\n"
 
 
-class Router:
-    """Design requests get `designs` in order, program requests (construction, repair) get `programs`."""
-
-    def __init__(self, designs: list[str], programs: list[str]) -> None:
-        self.designs, self.programs = deque(designs), deque(programs)
-
-    def __call__(self, request: RecordedRequest) -> str:
-        design = request.messages[0]["content"].startswith("You design text environments")
-        return (self.designs if design else self.programs).popleft()
-
-
 DESIGN = (FIX / "sort_design.json").read_text()
 
 
@@ -46,7 +35,7 @@ DESIGN = (FIX / "sort_design.json").read_text()
     [("crash_level10", "reset"), ("no_effect", "complexity_effect"), ("oracle_fails", "oracle")],
 )
 def test_repair_fixes_a_fixable_program(tmp_path: Path, broken: str, check: str) -> None:
-    router = Router([DESIGN], [fenced(broken), fenced("good_env")])
+    router = StageRouter([DESIGN], [fenced(broken), fenced("good_env")])
     with ScriptedLLMServer(handler=router) as server:
         client = OpenAIClient(server.base_url, model="scripted", max_retries=0)
         summary = run_pipeline([SEED], client, SynthConfig(out=tmp_path, max_repairs=2, validation=FAST))
@@ -72,7 +61,7 @@ def test_repair_fixes_a_fixable_program(tmp_path: Path, broken: str, check: str)
 
 
 def test_unfixable_program_is_rejected_with_its_reason(tmp_path: Path) -> None:
-    router = Router([DESIGN], [fenced("loops_forever"), fenced("loops_forever")])
+    router = StageRouter([DESIGN], [fenced("loops_forever"), fenced("loops_forever")])
     with ScriptedLLMServer(handler=router) as server:
         client = OpenAIClient(server.base_url, model="scripted", max_retries=0)
         config = SynthConfig(out=tmp_path, max_repairs=1, validation=ValidationConfig(seeds=(0,), timeout=3.0))
@@ -90,7 +79,7 @@ def test_unfixable_program_is_rejected_with_its_reason(tmp_path: Path) -> None:
 
 
 def test_reply_without_program_is_repaired_from_the_design(tmp_path: Path) -> None:
-    router = Router([DESIGN], ["I would rather not.", fenced("good_env")])
+    router = StageRouter([DESIGN], ["I would rather not.", fenced("good_env")])
     with ScriptedLLMServer(handler=router) as server:
         client = OpenAIClient(server.base_url, model="scripted", max_retries=0)
         summary = run_pipeline([SEED], client, SynthConfig(out=tmp_path, max_repairs=1, validation=FAST))

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gymverse.testing import random_causal_lm, tiny_tokenizer
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
-# the chat templates the core renderer tests use, copied verbatim from the models' tokenizer_config.json
-TEMPLATES = json.loads((Path(__file__).parents[2] / "gymverse-core" / "tests" / "chat_templates.json").read_text())
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CORPUS = [
     "Write the word cat inside \\boxed{}, like this: \\boxed{cat}. Correct. Wrong: expected 'dog'.",
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face. system user assistant",
@@ -28,42 +25,12 @@ CORPUS = [
 @pytest.fixture(scope="session")
 def tokenizer() -> Any:
     """A byte-level BPE tokenizer trained on the spot, with SmolLM2's chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=512, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
-    )
-    fast.chat_template = TEMPLATES["smollm2"]
-    return fast
+    return tiny_tokenizer(CORPUS * 4, "smollm2", vocab_size=512)
 
 
 def build_model(tokenizer: Any, family: str = "llama", seed: int = 0) -> Any:
     """A ~0.2M-parameter random causal LM over `tokenizer`'s vocabulary."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
-
-    torch.manual_seed(seed)
-    common = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )
-    config = LlamaConfig(**common) if family == "llama" else Qwen2Config(**common)
-    return AutoModelForCausalLM.from_config(config)
+    return random_causal_lm(tokenizer, arch=family, seed=seed, max_position_embeddings=1024)
 
 
 @pytest.fixture

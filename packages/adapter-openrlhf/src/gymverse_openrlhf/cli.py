@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
+
 from gymverse_openrlhf.labels import INPUT_KEY, LABEL_KEY, dataset_rows
 
 
@@ -34,12 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("agent-path", help="print the path to pass as --train.agent_func_path")
     d = sub.add_parser("make-dataset", help="write a prompt dataset (JSONL) for OpenRLHF")
-    d.add_argument("--envs", required=True, help="comma-separated env ids, e.g. game:GuessTheNumber,logic:Nonogram")
-    d.add_argument("--n", type=int, required=True, help="prompts per env (seeds seed..seed+n-1)")
-    d.add_argument("--out", required=True, help="output .jsonl path")
-    d.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    d.add_argument("--complexity", type=int, default=None, help="level 1..10 (default: the env's default)")
-    d.add_argument("--split", default="train", help="'val' for --eval.dataset prompts (fixed evaluation level)")
+    add_dataset_arguments(d, suffix=".jsonl", split=True)
     sub.add_parser(
         "runtime-env", help="print the Ray runtime_env JSON for the training flags that follow (`ray job submit`)"
     )
@@ -49,13 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "agent-path":
         print(agent_path())
     elif args.cmd == "make-dataset":
-        envs = [e.strip() for e in args.envs.split(",") if e.strip()]
-        try:
+
+        def write(envs: list[str]) -> str:
             count = make_dataset(envs, args.n, args.out, seed=args.seed, complexity=args.complexity, split=args.split)
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        print(f"wrote {count} prompts to {args.out} (--data.input_key {INPUT_KEY} --data.label_key {LABEL_KEY})")
+            return f"wrote {count} prompts to {args.out} (--data.input_key {INPUT_KEY} --data.label_key {LABEL_KEY})"
+
+        return run_dataset_writer(args, write, prog="gymverse-openrlhf")
     else:
         from gymverse_openrlhf.config import split_argv
         from gymverse_openrlhf.patch import runtime_env

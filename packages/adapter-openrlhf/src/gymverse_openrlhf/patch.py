@@ -131,7 +131,7 @@ def patch_trainer(module: ModuleType, cfg: GymVerseConfig) -> None:
             actor.save_logs_and_checkpoints = save_logs_and_checkpoints
 
 
-def _ray_actor_classes(module: ModuleType) -> list[type]:
+def _ray_actor_classes(module: ModuleType) -> list[Any]:
     """The classes Ray instantiates for the module's ``@ray.remote`` actors."""
     return [obj.__ray_metadata__.modified_class for obj in vars(module).values() if hasattr(obj, "__ray_metadata__")]
 
@@ -141,7 +141,7 @@ def unpatch_trainer(module: ModuleType) -> None:
     for cls in [module.BasePPOTrainer, *_ray_actor_classes(module)]:
         current = cls.__dict__.get("save_logs_and_checkpoints")
         if getattr(current, "_gymverse", False):
-            cls.save_logs_and_checkpoints = current.__wrapped__  # type: ignore[union-attr]
+            cls.save_logs_and_checkpoints = current.__wrapped__
 
 
 def install(cfg: GymVerseConfig | None = None) -> GymVerseConfig:

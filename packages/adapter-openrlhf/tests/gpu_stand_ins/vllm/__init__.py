@@ -94,7 +94,7 @@ class AsyncLLMEngine:
     def __init__(self, args: AsyncEngineArgs) -> None:
         from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(args.model)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(args.model)
         self.output_processor = _OutputProcessor()
         self.episodes = 0
         self.rpc_calls: list[str] = []

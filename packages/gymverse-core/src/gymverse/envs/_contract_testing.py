@@ -8,7 +8,7 @@ this module for pytest's assertion rewriting, so failures show the compared valu
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gymverse.core import Env, StepResult, run_oracle
@@ -139,6 +139,52 @@ def check_format_errors(env: Env, actions: Sequence[str], reset_seed: int | None
             assert not res.done
         elif res.done:
             env.reset(seed=reset_seed)
+
+
+def check_malformed_actions(env_id: str, actions: Sequence[str]) -> None:
+    """`MALFORMED_ACTIONS` and the family's own bad `actions` are format errors at level 5; the oracle still wins."""
+    env = make(env_id, complexity=5, max_turns=100)
+    env.reset(seed=0)
+    check_format_errors(env, [*MALFORMED_ACTIONS, *actions])
+    assert run_oracle(env.clone(), seed=0)[-1].info["success"] is True
+
+
+def check_same_seed_same_transcript(env_id: str, levels: Sequence[int]) -> None:
+    """At each level two envs with one seed replay mixed actions identically; another seed is another instance."""
+    for level in levels:
+        a, b = make(env_id, complexity=level), make(env_id, complexity=level)
+        assert a.reset(seed=11) == b.reset(seed=11)
+        acts = clone_mixed_actions(a, 12)
+        assert run_actions(a, acts) == run_actions(b, acts)
+        assert [tuple(r) for r in run_oracle(a, seed=12)] != [tuple(r) for r in run_oracle(b, seed=11)]
+
+
+def check_live_transcripts_repeat(env_id: str, level: int, submit_as: str | None = None) -> None:
+    """Seed 7's mixed live actions (`live_mixed_actions`) and their transcript repeat exactly; seed 8 differs."""
+    acts = live_mixed_actions(make(env_id, complexity=level), 7, 12, submit_as=submit_as)
+    assert acts == live_mixed_actions(make(env_id, complexity=level), 7, 12, submit_as=submit_as)
+    first = seeded_transcript(make(env_id, complexity=level), 7, acts)
+    assert first == seeded_transcript(make(env_id, complexity=level), 7, acts)
+    assert first != seeded_transcript(make(env_id, complexity=level), 8, acts), "another seed, another instance"
+
+
+def check_wrong_answer_ends_episode(env_id: str, wrong_answer: Callable[[Any], str]) -> StepResult:
+    """The answer `wrong_answer(env)` (well-formed, wrong for the hidden state) ends the episode unsolved."""
+    env = make(env_id, complexity=4)
+    env.reset(seed=5)
+    res = env.step(wrong_answer(env))
+    assert res.terminated
+    assert res.info["success"] is False
+    assert res.reward == 0.0
+    return res
+
+
+def check_baseline_fails(env_id: str, policy: str, levels: Sequence[int] = (5, 10)) -> None:
+    """The `play_baseline` `policy` wins at most one of 20 seeded episodes at each of `levels`."""
+    for level in levels:
+        env = make(env_id, complexity=level)
+        wins = sum(play_baseline(env, policy, seed) for seed in range(20))
+        assert wins <= 1, (level, wins)
 
 
 def check_clone_and_state_replay(env_id: str) -> None:

@@ -30,6 +30,7 @@ import os
 import resource
 import stat
 import sys
+import time
 
 # Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
 TYPE_CHECKING = False
@@ -321,3 +322,33 @@ def reap_uid(uid: int) -> None:
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
+
+
+def live_pids_of(uid: int) -> list[int]:
+    """The pids of `uid`'s processes that have not yet died (zombies excluded)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as f:
+                fields = dict(line.split(b":", 1) for line in f if b":" in line)
+        except OSError:
+            continue  # it ended while we looked
+        if int(fields[b"Uid"].split()[0]) == uid and not fields[b"State"].strip().startswith(b"Z"):
+            pids.append(int(entry))
+    return pids
+
+
+def reap_uid_until_gone(uid: int, settle: float) -> bool:
+    """`reap_uid` until no live process of `uid` is left or `settle` seconds passed; whether none is left."""
+    # A killed launcher's PID namespace is torn down asynchronously: a fork bomb's hundreds of processes can still
+    # be running when the launcher's exit is seen, so the job's end waits for them, not for the launcher.
+    deadline = time.monotonic() + settle
+    while True:
+        reap_uid(uid)
+        if not live_pids_of(uid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)

@@ -120,6 +120,10 @@ def finish(job: Launched) -> SandboxResult:
             out, err, (res,), timed_out = _supervise.supervise(job.fds, limits, job.start, kill, pidfd=job.pidfd)
         finally:
             os.waitpid(job.pid, 0)
+        uid = job.spec.get("uid")
+        if timed_out and uid is not None:
+            # Killed at the deadline: the launcher is gone at once, its PID namespace's processes a little later.
+            _isolation.reap_uid_until_gone(uid, settle=_supervise.KILL_GRACE)
         result = _supervise.finish(_supervise.result_from(res, timed_out, limits), out, err, limits, job.start)
         if not job.bwrap and result["isolation"]:
             result["isolation"].insert(0, "ctypes")

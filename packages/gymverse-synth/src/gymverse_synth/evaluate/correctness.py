@@ -97,47 +97,36 @@ class CorrectnessConfig:
         }
 
 
-def _check_in_child(
-    ref: str,
-    checker_levels: Sequence[int],
-    checker_seeds: Sequence[int],
-    oracle_seeds: Sequence[int],
-    degeneracy_levels: Sequence[int],
-    degeneracy_seeds: Sequence[int],
-    max_steps: int | None = None,
-    probe: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Worker side for the process and inline executors: the env is built in this process."""
+def _check_in_child(ref: str, **plan: Any) -> dict[str, Any]:
+    """Worker side for the process and inline executors: the env is built in this process.
+
+    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`).
+    """
 
     def factory(complexity: int = 1) -> Env:
         return build_env(ref, complexity)
 
     with contextlib.redirect_stdout(sys.stderr):
-        return collect_evidence(factory, ref, checker_levels, checker_seeds, oracle_seeds, degeneracy_levels,
-                                degeneracy_seeds, max_steps, probe)  # fmt: skip
+        return collect_evidence(factory, ref, **plan)
 
 
 def check_hosted(
     ref: str,
-    checker_levels: Sequence[int],
-    checker_seeds: Sequence[int],
-    oracle_seeds: Sequence[int],
-    degeneracy_levels: Sequence[int],
-    degeneracy_seeds: Sequence[int],
-    max_steps: int | None = None,
-    probe: dict[str, Any] | None = None,
     *,
     files: Mapping[str, str] | None = None,
     limits: SandboxLimits | None = None,
     call_timeout: float = 10.0,
     readable_paths: Sequence[str] = (),
+    **plan: Any,
 ) -> dict[str, Any]:
-    """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here."""
+    """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here.
+
+    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`).
+    """
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
     try:
-        out = collect_evidence(host.make, ref, checker_levels, checker_seeds, oracle_seeds, degeneracy_levels,
-                               degeneracy_seeds, max_steps, probe)  # fmt: skip
+        out = collect_evidence(host.make, ref, **plan)
     finally:
         host.close()
     out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}

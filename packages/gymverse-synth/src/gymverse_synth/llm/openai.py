@@ -142,6 +142,14 @@ class OpenAIClient(BaseLLMClient):
             attempts=attempts,
         )
 
+    def _retry_delay(self, err: httpx.TransportError | _Retryable, attempt: int) -> float:
+        """Seconds to wait after failed `attempt` (0-based) before the next; `LLMError` when it was the last."""
+        last = _Retryable(self._transport_reason(err, self.timeout)) if isinstance(err, httpx.TransportError) else err
+        if attempt == self.max_retries:
+            raise self._give_up(last, attempt + 1)
+        self.usage.add_retry()
+        return self._backoff(attempt, last.delay)
+
     @staticmethod
     def _transport_reason(err: httpx.TransportError, timeout: float) -> str:
         if isinstance(err, httpx.TimeoutException):
@@ -158,14 +166,9 @@ class OpenAIClient(BaseLLMClient):
                 with self._sync_sem, httpx.Client(timeout=self.timeout, verify=self._verify) as client:
                     response = client.post(self.url, json=payload, headers=self._headers)
                 return self._handle(response, started)
-            except httpx.TransportError as err:
-                last = _Retryable(self._transport_reason(err, self.timeout))
-            except _Retryable as err:
-                last = err
-            if attempt == self.max_retries:
-                raise self._give_up(last, attempt + 1)
-            self.usage.add_retry()
-            time.sleep(self._backoff(attempt, last.delay))
+            except (httpx.TransportError, _Retryable) as err:
+                failed = err
+            time.sleep(self._retry_delay(failed, attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- async path --------------------------------------------------------------------------------------------
@@ -185,14 +188,9 @@ class OpenAIClient(BaseLLMClient):
                 async with sem, httpx.AsyncClient(timeout=self.timeout, verify=self._verify) as client:
                     response = await client.post(self.url, json=payload, headers=self._headers)
                 return self._handle(response, started)
-            except httpx.TransportError as err:
-                last = _Retryable(self._transport_reason(err, self.timeout))
-            except _Retryable as err:
-                last = err
-            if attempt == self.max_retries:
-                raise self._give_up(last, attempt + 1)
-            self.usage.add_retry()
-            await asyncio.sleep(self._backoff(attempt, last.delay))
+            except (httpx.TransportError, _Retryable) as err:
+                failed = err
+            await asyncio.sleep(self._retry_delay(failed, attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def __repr__(self) -> str:
