@@ -28,6 +28,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,8 +50,32 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TARGET = 5.0
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and of every child it has reaped (with what they reaped, and so on)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def zygotes_cpu_s(pool: Any) -> float:
+    """CPU seconds of a pool's zygotes and the jobs they reaped so far (benchmark-only peek at its workers: the
+    zygote proper is the child of the process the pool started, and lives until the pool closes)."""
+    total = 0.0
+    for zygote in pool._all:
+        pid = zygote.proc.pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                child = fh.read().split()[0]
+            with open(f"/proc/{child}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
+    return total
+
+
 def worker(variant: str, workload: str, n: int) -> dict[str, float]:
-    """Run `n` jobs of `workload` on `variant` in this process; exec/s, median latency, setup time."""
+    """Run `n` jobs of `workload` on `variant` in this process; exec/s, median latency, setup time, CPU ms per
+    job (every process involved: this one, and the launchers, zygotes and jobs; NaN under bwrap)."""
     from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool
 
     limits = SandboxLimits(timeout=30, memory_mb=2048, max_processes=64)
@@ -64,19 +89,24 @@ def worker(variant: str, workload: str, n: int) -> dict[str, float]:
             assert out.stdout == EXPECTED, out
 
         setup = 0.0
+        c0 = cpu_s()
         t0 = time.perf_counter()
         for _ in range(n):
             t = time.perf_counter()
             one()
             latencies.append(time.perf_counter() - t)
+        cpu = cpu_s() - c0
     elif variant.startswith("fresh"):
         sandbox = Sandbox(limits, backend=variant.split()[1])  # type: ignore[arg-type]
         setup = 0.0
+        c0 = cpu_s()
         t0 = time.perf_counter()
         for _ in range(n):
             res = sandbox.run(src)
             assert res.stdout == EXPECTED, res
             latencies.append(res.wall_time)
+        # bwrap does not wait for the processes inside its sandbox, so their CPU time never reaches us
+        cpu = cpu_s() - c0 if variant == "fresh ctypes" else float("nan")
     else:
         size = int(variant.split("x")[1])
         pool = SandboxPool(size, limits, preload=["numpy"] if workload == "numpy" else [])
@@ -85,6 +115,7 @@ def worker(variant: str, workload: str, n: int) -> dict[str, float]:
             setup = time.perf_counter() - t_setup
             assert first.stdout == EXPECTED, first
             pool.map([src] * size)  # warm every worker
+            c0 = cpu_s() + zygotes_cpu_s(pool)
             t0 = time.perf_counter()
             if size == 1:
                 for _ in range(n):
@@ -96,10 +127,16 @@ def worker(variant: str, workload: str, n: int) -> dict[str, float]:
                 results = pool.map([src] * n)
                 assert all(r.stdout == EXPECTED for r in results), results[0]
                 latencies = [r.wall_time for r in results]
+            cpu = cpu_s() + zygotes_cpu_s(pool) - c0
         finally:
             pool.close()
     total = time.perf_counter() - t0
-    return {"exec_per_s": n / total, "median_latency_ms": statistics.median(latencies) * 1000, "setup_ms": setup * 1000}
+    return {
+        "exec_per_s": n / total,
+        "median_latency_ms": statistics.median(latencies) * 1000,
+        "setup_ms": setup * 1000,
+        "cpu_ms_per_job": cpu / n * 1000,
+    }
 
 
 def spawn(variant: str, workload: str, n: int, src_dir: Path | None) -> dict[str, float]:
@@ -197,6 +234,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, support: dict[s
             "median latency ms": r["median_latency_ms"],
             "x subprocess.run": r["x_subprocess"],
             "x before": r.get("x_before", ""),
+            "cpu ms/job": r["cpu_ms_per_job"],
             "pool start ms": r["setup_ms"] if r["variant"].startswith("pool") else "",
         }
         for r in rows

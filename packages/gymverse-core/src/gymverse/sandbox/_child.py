@@ -7,7 +7,8 @@ Runs in the job process the monitor forked. The value pipe is the only channel t
 
 from __future__ import annotations
 
-import ast
+import _ast
+import _signal
 import contextlib
 import importlib
 import json
@@ -15,9 +16,14 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any
 
 from gymverse.sandbox import _isolation, _protocol
+
+# Not `typing.TYPE_CHECKING`: importing typing would load it into every zygote, and every job's fork copies
+# and every job's exit tears down what a zygote holds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Prefix of a freshly exec'd launcher's or zygote's command line (argv[1]: the gymverse package dir). Stub
 #: `gymverse` and `gymverse.sandbox` packages let it load only the modules it needs: the real `__init__`s import
@@ -43,12 +49,22 @@ def drop_stubs() -> None:
 
 def _run_source(source: str) -> Any:
     # Like a notebook cell: if the last statement is an expression, its value is the job's return value.
-    tree = ast.parse(source, filename="<sandbox>")
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body[-1].value)
-        tree.body.pop()
     scope: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    if "\n" not in source.strip():
+        # One line, maybe a lone expression: then this is the same compilation without building a Python AST
+        # (which touches, in a forked job, pages that each cost a copy). Anything else takes the general path.
+        try:
+            code = compile(source, "<sandbox>", "eval")
+        except SyntaxError:
+            pass
+        else:
+            return eval(code, scope)
+    tree = compile(source, "<sandbox>", "exec", _ast.PyCF_ONLY_AST)  # `ast.parse`, without loading `ast`
+    assert isinstance(tree, _ast.Module)
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(tree.body[-1].value)
+        tree.body.pop()
     exec(compile(tree, "<sandbox>", "exec"), scope)
     return None if last is None else eval(compile(last, "<sandbox>", "eval"), scope)
 
@@ -105,8 +121,9 @@ def _peak_rss_kb() -> int | None:
     return None
 
 
-def confine(spec: dict[str, Any]) -> list[str]:
-    """Last steps before untrusted code: session, work dir, rlimits, uid, death signal, no-new-privs."""
+def confine(spec: dict[str, Any], inherited: list[str], death_signal: bool = True) -> list[str]:
+    """Last steps before untrusted code: session, work dir, rlimits, uid, death signal (unless not
+    `death_signal`), no-new-privs (unless `inherited`); returns the measures applied."""
     applied = ["session"]
     with contextlib.suppress(OSError):
         os.setsid()
@@ -118,41 +135,53 @@ def confine(spec: dict[str, Any]) -> list[str]:
     if uid is not None:
         _isolation.drop_privileges(int(uid))
         applied.append(f"uid:{uid}")
-    if linux:
+    if linux and death_signal:
         # A uid switch clears the parent-death signal: re-arm it so the job dies with its monitor.
         _isolation.prctl(_isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if linux and "no-new-privs" not in inherited:
         _isolation.prctl(_isolation.PR_SET_NO_NEW_PRIVS, 1)
         applied.append("no-new-privs")
     return applied
 
 
-def run_job(spec: dict[str, Any], value_fd: int, applied: list[str] | None = None) -> None:
+def run_job(
+    spec: dict[str, Any],
+    value_fd: int,
+    applied: list[str] | None = None,
+    *,
+    measure_rss: bool = True,
+    death_signal: bool = True,
+    clean_env: bool = False,
+) -> None:
     """Confine this process as `spec` asks, run the job, hand its value over on `value_fd` and exit.
 
     The first message on `value_fd` lists the measures applied (`applied`, those already in force, then
     confinement's; sent before any untrusted code runs, so it is known even if the job is killed); the second is
-    the outcome.
+    the outcome (with the job's peak RSS when `measure_rss`). `death_signal`: re-arm the parent-death signal
+    after the uid switch (not needed in a PID namespace whose init is the job's parent). `clean_env`: the
+    environment is `BASE_ENV` already (a zygote's), only the job's own variables are added.
     """
     code = EXIT_SETUP
     try:
-        applied = [*(applied or []), *confine(spec)]
+        applied = [*(applied or []), *confine(spec, applied or [], death_signal)]
         _protocol.send(value_fd, {"applied": applied})
         sys.path[:] = spec["sys_path"]
         sys.path.insert(0, spec["workdir"])  # like a script's own dir: `files` written there are importable
-        os.environ.clear()
-        os.environ.update(BASE_ENV)
-        os.environ.update({"HOME": spec["workdir"], "TMPDIR": spec["workdir"]})
-        os.environ.update(spec.get("env", {}))
+        if not clean_env:
+            os.environ.clear()
+            os.environ.update(BASE_ENV)
+        os.environ.update({"HOME": spec["workdir"], "TMPDIR": spec["workdir"], **spec.get("env", {})})
         os.umask(0o077)
         # A file-size overrun then fails the write with an exception instead of killing the job.
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # not `signal.signal`: its enum wrapping costs pages
         code, outcome = _outcome(spec)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        outcome["peak_rss_kb"] = _peak_rss_kb()
+        if measure_rss:
+            outcome["peak_rss_kb"] = _peak_rss_kb()
         try:
             _protocol.send(value_fd, outcome)
         except (TypeError, ValueError, RecursionError) as exc:

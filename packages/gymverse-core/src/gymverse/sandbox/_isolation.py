@@ -31,7 +31,11 @@ import resource
 import stat
 import sys
 import time
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -163,16 +167,22 @@ def plan_masks(keep: list[str]) -> dict[str, list[str]]:
     return plan
 
 
-def apply_mounts(plan: dict[str, list[str]], tmpfs_options: str, proc: bool) -> list[str]:
-    """In a private mount namespace: cover each planned dir with a limited tmpfs, bind its kept paths back
-    read-only, and (in a new PID namespace) mount a fresh ``/proc``; returns the measures applied."""
-    applied: list[str] = []
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
+def split_plan(plan: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """A mount plan's masks (dirs the job could not traverse, covered read-only) and its temp dirs (writable)."""
+    temps = {os.path.realpath(d) for d in TEMP_DIRS}
+    masks = {root: keep for root, keep in plan.items() if root not in temps}
+    return masks, {root: keep for root, keep in plan.items() if root in temps}
+
+
+def cover(plan: dict[str, list[str]], tmpfs_options: str, read_only: bool = False) -> None:
+    """Cover each planned dir with a limited tmpfs and bind its kept paths back read-only; `read_only`: then make
+    the tmpfs itself read-only (a mask that holds nothing but those mount points)."""
     # Open every kept path before masking anything: afterwards the originals are unreachable by name.
     fds = {p: os.open(p, os.O_PATH) for paths in plan.values() for p in paths}
     try:
         for root, paths in plan.items():
-            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{tmpfs_options}")
+            mode = "0755" if read_only else "1777"
+            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},{tmpfs_options}")
             for path in paths:
                 if os.path.isdir(f"/proc/self/fd/{fds[path]}"):
                     os.makedirs(path, mode=0o755, exist_ok=True)
@@ -181,16 +191,30 @@ def apply_mounts(plan: dict[str, list[str]], tmpfs_options: str, proc: bool) -> 
                     open(path, "a").close()
                 mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
                 _remount_read_only(path)
-        applied.append("private-tmp")
+            if read_only:  # the superblock, not just this mount: no copy of it in any namespace is writable
+                mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, tmpfs_options)
     finally:
         for fd in fds.values():
             os.close(fd)
-    if proc:
-        try:
-            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            applied.append("proc")
-        except OSError:
-            pass  # e.g. a container that over-mounts parts of /proc forbids new proc mounts in a user namespace
+
+
+def mount_proc() -> bool:
+    """Mount a fresh ``/proc`` (for the caller's PID namespace); whether that worked."""
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError:  # e.g. a container that over-mounts parts of /proc forbids new proc mounts in a user namespace
+        return False
+    return True
+
+
+def apply_mounts(plan: dict[str, list[str]], tmpfs_options: str, proc: bool) -> list[str]:
+    """In a private mount namespace: cover each planned dir with a limited tmpfs, bind its kept paths back
+    read-only, and (in a new PID namespace) mount a fresh ``/proc``; returns the measures applied."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    cover(plan, tmpfs_options)
+    applied = ["private-tmp"]
+    if proc and mount_proc():
+        applied.append("proc")
     return applied
 
 

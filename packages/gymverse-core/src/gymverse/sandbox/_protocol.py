@@ -6,12 +6,17 @@ levels deep or hold fields of the wrong type. `parse` never raises on such input
 
 from __future__ import annotations
 
+import _socket
 import array
 import json
 import os
 import socket
 import struct
-from typing import Any
+
+# Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Result channel cap: a return value larger than this is reported as an error, not buffered.
 RESULT_CAP = 32 * 1024 * 1024
@@ -19,6 +24,10 @@ RESULT_CAP = 32 * 1024 * 1024
 MAX_DEPTH = 200
 #: Length prefix of a framed message (`frame`): 4 bytes, big-endian.
 FRAME_HEADER = struct.Struct(">I")
+#: A pool job as the host announces it to its zygote: timeout (s), uid (-1: none).
+JOB_HEAD = struct.Struct("=dq")
+#: What a zygote observed of a job: wait status, CPU seconds, peak RSS (kB), whether its deadline passed.
+JOB_REPORT = struct.Struct("=idq?")
 
 
 def send(fd: int, payload: dict[str, Any]) -> None:
@@ -70,12 +79,12 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def send_fds(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+def send_fds(sock: _socket.socket, data: bytes, fds: list[int]) -> None:
     """Send `data` with `fds` attached (SCM_RIGHTS) on a Unix socket."""
     sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
 
 
-def recv_fds(sock: socket.socket, nfds: int, bufsize: int = 1 << 16) -> tuple[bytes, list[int]]:
+def recv_fds(sock: _socket.socket, nfds: int, bufsize: int = 1 << 16) -> tuple[bytes, list[int]]:
     """Receive one message (at most `bufsize` bytes: on a stream socket, exactly the bytes sent with the fds)
     and up to `nfds` attached file descriptors (empty data: the peer is gone)."""
     fds = array.array("i")

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import secrets
-import selectors
+import select
 import shutil
 import signal
 import sys
@@ -235,11 +235,11 @@ def supervise(
     Closes `fds` and `pidfd`."""
     bufs = {fds[0]: CappedBuffer(limits["max_output_bytes"]), fds[1]: CappedBuffer(limits["max_output_bytes"])}
     raw = {fd: bytearray() for fd in fds[2:]}
-    sel = selectors.DefaultSelector()
+    poller = select.poll()  # not a selector: no epoll set to create, fill and close per job
     for fd in fds:
-        sel.register(fd, selectors.EVENT_READ)
+        poller.register(fd, select.POLLIN)
     if pidfd is not None:
-        sel.register(pidfd, selectors.EVENT_READ)
+        poller.register(pidfd, select.POLLIN)
     deadline = start + limits["timeout"] + KILL_GRACE
     timed_out, exited, drain_until = False, pidfd is None, float("inf")
     open_fds = set(fds)
@@ -254,17 +254,16 @@ def supervise(
             if now >= drain_until:
                 break
             wait = (deadline if not timed_out else drain_until) - now
-            for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
-                fd = int(key.fd)
+            for fd, _ in poller.poll(max(0.0, min(wait, 1.0)) * 1000):
                 if fd == pidfd:
                     exited = True
-                    sel.unregister(pidfd)
+                    poller.unregister(pidfd)
                     kill()
                     drain_until = time.monotonic() + DRAIN_GRACE
                     continue
                 data = os.read(fd, 1 << 20)
                 if not data:
-                    sel.unregister(fd)
+                    poller.unregister(fd)
                     open_fds.discard(fd)
                 elif fd in bufs:
                     bufs[fd].feed(data)
@@ -273,7 +272,6 @@ def supervise(
     finally:
         if kill_on_error and (open_fds or not exited):
             kill()
-        sel.close()
         for fd in (*fds, *([] if pidfd is None else [pidfd])):
             os.close(fd)
     return bufs[fds[0]], bufs[fds[1]], [bytes(raw[fd]) for fd in fds[2:]], timed_out
@@ -299,12 +297,10 @@ def finish(
 def pool_result(value: bytes, status: bytes, timed_out: bool, limits: dict[str, Any]) -> dict[str, Any]:
     """A pool job's result: the status from what its zygote observed (`status`), the value and the measures in
     force from the job's own value pipe (whose first line the job wrote before running any untrusted code)."""
-    report = _protocol.parse(status.split(b"\n", 1)[0]) if status else None
     first = _protocol.parse(value.split(b"\n", 1)[0]) if value else None
     applied = first.get("applied") if first else None
     isolation = [str(x) for x in applied] if isinstance(applied, list) else []
-    wait_status = _protocol.as_int((report or {}).get("wait_status"))
-    if report is None or wait_status is None:
+    if len(status) != _protocol.JOB_REPORT.size:
         # The zygote died (or was killed at the backstop deadline) before it could report
         out: dict[str, Any] = {"isolation": isolation, "exit_code": None, "signal": None}
         if timed_out:
@@ -312,10 +308,9 @@ def pool_result(value: bytes, status: bytes, timed_out: bool, limits: dict[str, 
         else:
             out.update(status="killed", error="sandbox pool worker died")
         return out
-    cpu = report.get("cpu_time")
-    cpu = float(cpu) if isinstance(cpu, int | float) else 0.0
-    out = _monitor.outcome(wait_status, value, report.get("timed_out") is True, cpu, limits)
-    out["max_rss_kb"] = out.pop("peak_rss_kb", None) or _protocol.as_int(report.get("peak_rss_kb")) or 0
+    wait_status, cpu, peak_rss_kb, deadline_passed = _protocol.JOB_REPORT.unpack(status)
+    out = _monitor.outcome(wait_status, value, deadline_passed, cpu, limits)
+    out["max_rss_kb"] = out.pop("peak_rss_kb", None) or peak_rss_kb
     out["isolation"] = isolation
     return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Status = Literal["ok", "error", "timeout", "memory", "killed"]
@@ -43,7 +43,7 @@ class SandboxLimits:
 
     def to_spec(self) -> dict[str, Any]:
         """The plain dict the child applies (CPU time defaults to the wall-clock timeout)."""
-        spec = asdict(self)
+        spec = {f.name: getattr(self, f.name) for f in fields(self)}  # not `asdict`: no deep copies of numbers
         spec["cpu_seconds"] = self.cpu_seconds if self.cpu_seconds is not None else self.timeout
         return spec
 

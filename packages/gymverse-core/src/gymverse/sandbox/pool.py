@@ -177,8 +177,9 @@ class Zygote:
         status_r, status_w = os.pipe()
         spec_r, spec_w = os.pipe()
         try:
-            head = {"timeout": spec["limits"]["timeout"], "uid": spec.get("uid")}
-            _protocol.send_fds(self.sock, json.dumps(head).encode(), [spec_r, out_w, err_w, value_w, status_w])
+            uid = spec.get("uid")
+            head = _protocol.JOB_HEAD.pack(float(spec["limits"]["timeout"]), -1 if uid is None else uid)
+            _protocol.send_fds(self.sock, head, [spec_r, out_w, err_w, value_w, status_w])
         except BaseException:
             for fd in (out_r, err_r, value_r, status_r, spec_w):
                 os.close(fd)
