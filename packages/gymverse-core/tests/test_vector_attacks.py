@@ -12,10 +12,19 @@ import gymverse.vector.testing  # registers the vectest: envs
 import pytest
 from gymverse.core import SUCCESS_REWARD
 from gymverse.vector import EnvPool, make_vec
-from gymverse.vector.process import ProcessVecEnv
+from gymverse.vector.hosted import HostedVecEnv
 
 count = functools.partial(gymverse.make, "vectest:Count")
-BACKENDS = [("sync", {}), ("async", {}), ("process", {"num_workers": 1})]
+BACKENDS = [("sync", {}), ("async", {}), ("process", {"num_workers": 1}), ("ray", {"num_workers": 1})]
+HOSTED = [b for b in BACKENDS if b[0] in ("process", "ray")]
+
+
+@pytest.fixture(autouse=True)
+def _ray_runtime(request: pytest.FixtureRequest) -> None:
+    """The shared local Ray runtime, for the cases that run on the ray backend."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "ray":
+        request.getfixturevalue("ray_session")
 
 
 def _bad_reset(how: str) -> Any:
@@ -43,27 +52,39 @@ def test_winning_step_survives_a_failing_autoreset(backend: str, opts: dict[str,
 
 
 @pytest.mark.parametrize("how", ["crash", "hang"])
-def test_env_that_cannot_reset_is_quarantined_not_retried_forever(how: str) -> None:
+@pytest.mark.parametrize(("backend", "opts"), HOSTED)
+def test_env_that_cannot_reset_is_quarantined_not_retried_forever(backend: str, opts: dict[str, Any], how: str) -> None:
     timeout = 1.0 if how == "hang" else None
-    with make_vec([_bad_reset(how), count], backend="process", seed=3, step_timeout=timeout) as venv:
+    with make_vec(
+        [_bad_reset(how), count], backend=backend, seed=3, step_timeout=timeout, backend_options=opts
+    ) as venv:
         venv.reset(seed=[3, 4])
         start = time.monotonic()
         results = [venv.step([r"\boxed{1}", r"\boxed{1}"]) for _ in range(8)]
         elapsed = time.monotonic() - start
-        assert isinstance(venv, ProcessVecEnv)
+        assert isinstance(venv, HostedVecEnv)
         restarts = venv.restarts
         quarantined = dict(venv.quarantined)
     assert 0 in quarantined and 1 not in quarantined
     assert restarts <= 4  # one per failed reset until quarantine, then none (it used to loop forever)
     assert results[-1].infos[0]["error_type"] == "Quarantined"
     assert elapsed < 60
+    with make_vec(
+        [_bad_reset(how), count], backend=backend, seed=3, step_timeout=timeout, backend_options=opts
+    ) as venv:
+        venv.reset(seed=[3, 4])
+        for _ in range(8):
+            venv.step([r"\boxed{1}", r"\boxed{1}"])
+        assert isinstance(venv, HostedVecEnv) and 0 in venv.quarantined
+        _obs, infos = venv.reset(seed=[3, 4])  # an explicit reset gives it another chance, with its good seed
+        assert 0 not in venv.quarantined and "error" not in infos[0]
 
 
 @pytest.mark.parametrize("how", ["arity", "none", "string-reward", "nan", "parent-unpickle"])
 @pytest.mark.parametrize(("backend", "opts"), BACKENDS)
 def test_malformed_step_results_are_contained_per_env(backend: str, opts: dict[str, Any], how: str) -> None:
-    if how == "parent-unpickle" and backend != "process":
-        pytest.skip("only the process backend moves results between processes")
+    if how == "parent-unpickle" and backend not in ("process", "ray"):
+        pytest.skip("only the process and ray backends move results between processes")
     bad = functools.partial(gymverse.make, "vectest:BadStep", how=how)
     with make_vec([bad, count], backend=backend, seed=5, backend_options=opts) as venv:
         venv.reset(seed=[5, 6])

@@ -71,3 +71,24 @@ def test_ray_winning_step_survives_a_crashing_autoreset() -> None:
     assert result.infos[0]["final_info"]["success"] is True
     assert result.infos[0]["reset_failed"] is True
     assert result.infos[0]["error_type"] == "WorkerCrashed"
+
+
+def test_ray_actors_started_before_a_failed_start_are_killed(ray_session: Any, monkeypatch: Any) -> None:
+    from gymverse.vector.ray_backend import RayVecEnv
+
+    started: list[Any] = []
+    start = RayVecEnv._start
+
+    def fails_third_start(self: RayVecEnv, block: list[int]) -> Any:
+        if len(started) == 2:
+            raise RuntimeError("injected actor start failure")
+        started.append(start(self, block))
+        return started[-1]
+
+    monkeypatch.setattr(RayVecEnv, "_start", fails_third_start)
+    with pytest.raises(RuntimeError, match="injected actor start failure"):
+        make_vec([count] * 3, backend="ray", seed=1, backend_options={"num_workers": 3})
+    assert len(started) == 2
+    for actor in started:  # killed, not leaked: a call to it now fails with the actor's death
+        with pytest.raises(ray_session.exceptions.RayActorError):
+            ray_session.get(actor.ping.remote(), timeout=30)

@@ -1,17 +1,40 @@
 """`HostedVecEnv`: what the process and Ray backends share, whose envs live in replaceable hosts elsewhere.
 
 A host (worker process or Ray actor) owns a contiguous block of envs. The parent keeps a `ReplayLedger` of each
-env's episode, so a host that dies or hangs can be replaced and its other envs rebuilt exactly by replay.
+env's episode, so a host that dies or hangs can be replaced and its other envs rebuilt exactly by replay. The
+book-keeping of each env's results (ledger, quarantine of envs whose resets keep killing their host, results that
+reached the parent but cannot be decoded there) lives here, so every hosted backend contains the same faults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from gymverse.vector.base import VecEnv
-from gymverse.vector.faults import ReplayLedger
+from gymverse.vector.faults import (
+    InjectedFault,
+    ReplayLedger,
+    StepTimeout,
+    WorkerCrashed,
+    error_info,
+    error_observation,
+)
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
 from gymverse.vector.worker import RestoreItem
+
+#: Consecutive resets that killed or hung their host after which an env is quarantined: it is never built or
+#: reset again (every step reports ``error_type == "Quarantined"``) until an explicit `reset` gives it another
+#: chance. A reset that merely raises costs nothing and is retried at every step, as on every backend.
+MAX_RESET_FAILURES = 3
+_COSTLY = (WorkerCrashed.__name__, StepTimeout.__name__)
+
+
+class Undecodable:
+    """Stands in for one env's result that reached the parent but could not be decoded there."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
 def split_blocks(n: int, hosts: int) -> list[list[int]]:
@@ -37,6 +60,9 @@ class HostedVecEnv(VecEnv):
         self._owner = [w for w, block in enumerate(self.blocks) for _ in block]
         #: Hosts replaced after a crash or a hang.
         self.restarts = 0
+        self._reset_failures = [0] * self.num_envs
+        #: Quarantined envs and why.
+        self.quarantined: dict[int, str] = {}
 
     def _host_args(self, block: Sequence[int]) -> tuple[dict[int, EnvRecipe], dict[int, int]]:
         """A new host's recipes and base seeds for the envs of `block`."""
@@ -63,3 +89,57 @@ class HostedVecEnv(VecEnv):
 
     def _is_ended(self, index: int) -> bool:
         return self.ledger.ended(index)
+
+    # ------------------------------------------------------------ per-env result book-keeping
+    def _discard(self, indices: list[int]) -> None:
+        """End the listed envs' episodes in their hosts and drop their envs (their last result was lost)."""
+        raise NotImplementedError
+
+    def _quarantine(
+        self, items: dict[int, Any], fault_item: Callable[[int, Any, InjectedFault], Any]
+    ) -> dict[int, Any]:
+        """`items` with each quarantined env's item replaced by one that reports ``Quarantined`` without running."""
+        return {
+            i: fault_item(i, item, InjectedFault("Quarantined", self.quarantined[i])) if i in self.quarantined else item
+            for i, item in items.items()
+        }
+
+    def _forgive(self, indices: Sequence[int]) -> None:
+        """An explicit reset gives a quarantined env another chance."""
+        for i in indices:
+            self.quarantined.pop(i, None)
+            self._reset_failures[i] = 0
+
+    def _book_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any]]:
+        """Book-keep env `i`'s reset result (explicit or ``"same_step"``): ledger and quarantine count."""
+        if isinstance(res, Undecodable):
+            err = error_info(TypeError(f"the env's reset result cannot be unpickled here: {res.why}"), during="reset")
+            obs, info = error_observation(err), {**err, "reset_failed": True}
+            meta = self.ledger.meta[i]._replace(ended=True, replayable=False, start=None)
+        else:
+            obs, info, meta = res
+        self.ledger.after_reset(i, meta)
+        self._count_reset(i, info)
+        return obs, info
+
+    def _book_step(self, i: int, action: Any, res: Any) -> EnvStep:
+        """Book-keep env `i`'s step result; an undecodable one ends its episode truncated with the error."""
+        if isinstance(res, Undecodable):
+            info = error_info(TypeError(f"the env's step result cannot be unpickled here: {res.why}"), during="step")
+            self.ledger.after_reset(i, self.ledger.meta[i]._replace(ended=True, replayable=False))
+            return error_observation(info), 0.0, False, True, info
+        step, meta = res
+        self.ledger.after_step(i, action, meta)
+        if step[4].get("autoreset"):
+            self._count_reset(i, step[4])
+        return step
+
+    def _count_reset(self, i: int, info: dict[str, Any]) -> None:
+        if not info.get("reset_failed"):
+            self._reset_failures[i] = 0
+            return
+        if info.get("error_type") not in _COSTLY:
+            return
+        self._reset_failures[i] += 1
+        if self._reset_failures[i] >= MAX_RESET_FAILURES and i not in self.quarantined:
+            self.quarantined[i] = f"env {i} failed {self._reset_failures[i]} resets in a row: {info.get('error')}"

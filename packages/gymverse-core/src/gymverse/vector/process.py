@@ -25,25 +25,13 @@ from multiprocessing.connection import wait as mp_wait
 from typing import Any, Unpack
 
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
-from gymverse.vector.faults import (
-    InjectedFault,
-    StepTimeout,
-    VectorError,
-    WorkerCrashed,
-    error_info,
-    error_observation,
-)
-from gymverse.vector.hosted import HostedVecEnv
+from gymverse.vector.faults import InjectedFault, StepTimeout, VectorError, WorkerCrashed
+from gymverse.vector.hosted import HostedVecEnv, Undecodable
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 from gymverse.vector.worker import worker_main
 
 _START_METHODS = ("forkserver", "spawn", "fork")
 _RESTORE_TIMEOUT = 120.0
-#: Consecutive resets that killed or hung their worker after which an env is quarantined: it is never built or
-#: reset again (every step reports ``error_type == "Quarantined"``) until an explicit `reset` gives it another
-#: chance. A reset that merely raises costs nothing and is retried at every step, as on every backend.
-MAX_RESET_FAILURES = 3
-_COSTLY = (WorkerCrashed.__name__, StepTimeout.__name__)
 
 
 @dataclass
@@ -52,13 +40,6 @@ class _Worker:
     conn: Any
     cursor: Any
     indices: list[int]
-
-
-class _Undecodable:
-    """Stands in for one env's result that the parent could not unpickle."""
-
-    def __init__(self, why: str) -> None:
-        self.why = why
 
 
 class ProcessVecEnv(HostedVecEnv):
@@ -82,9 +63,6 @@ class ProcessVecEnv(HostedVecEnv):
         if start_method == "forkserver":
             self._ctx.set_forkserver_preload(["gymverse.vector.worker"])
         self.workers: list[_Worker] = []
-        self._reset_failures = [0] * self.num_envs
-        #: Quarantined envs and why.
-        self.quarantined: dict[int, str] = {}
         try:
             for block in self.blocks:
                 self.workers.append(self._start(block))
@@ -187,7 +165,7 @@ class ProcessVecEnv(HostedVecEnv):
         return replies, failed
 
     def _each(self, worker: _Worker) -> list[Any]:
-        """The worker's last reply, unpickled env by env; an env whose result cannot be is marked `_Undecodable`."""
+        """The worker's last reply, unpickled env by env; an env whose result cannot be is marked `Undecodable`."""
         worker.conn.send(("each", None))
         status, blobs = worker.conn.recv()
         if status != "ok":
@@ -197,7 +175,7 @@ class ProcessVecEnv(HostedVecEnv):
             try:
                 out.append(pickle.loads(blob))
             except Exception as exc:
-                out.append(_Undecodable(f"{type(exc).__name__}: {exc}"))
+                out.append(Undecodable(f"{type(exc).__name__}: {exc}"))
         return out
 
     def _run(self, cmd: str, items: dict[int, Any], fault_item: Any) -> dict[int, Any]:
@@ -206,10 +184,7 @@ class ProcessVecEnv(HostedVecEnv):
         `fault_item(index, item, fault)` builds the item that makes a slot report `fault` instead of running.
         """
         results: dict[int, Any] = {}
-        todo = dict(items)
-        for i in todo:
-            if i in self.quarantined:
-                todo[i] = fault_item(i, todo[i], InjectedFault("Quarantined", self.quarantined[i]))
+        todo = self._quarantine(items, fault_item)
         while todo:
             by_worker: dict[int, list[int]] = {}
             for i in todo:
@@ -242,9 +217,7 @@ class ProcessVecEnv(HostedVecEnv):
 
     # ------------------------------------------------------------------ hooks
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
-        for i in indices:  # an explicit reset gives a quarantined env another chance
-            self.quarantined.pop(i, None)
-            self._reset_failures[i] = 0
+        self._forgive(indices)
         items = {i: (i, s, None) for i, s in zip(indices, seeds)}
         results = self._run("reset", items, lambda i, item, fault: (i, item[1], fault))
         return collect_resets(self._after_reset(i, results[i]) for i in indices)
@@ -255,21 +228,11 @@ class ProcessVecEnv(HostedVecEnv):
         steps: dict[int, Any] = {}
         lost: list[int] = []
         for i, a in zip(indices, actions):
-            res = results[i]
-            if isinstance(res, _Undecodable):
+            if isinstance(results[i], Undecodable):
                 lost.append(i)
-                bad = TypeError(f"the env's step result cannot be unpickled here: {res.why}")
-                info = error_info(bad, during="step")
-                steps[i] = (error_observation(info), 0.0, False, True, info)
-                self.ledger.after_reset(i, self.ledger.meta[i]._replace(ended=True, replayable=False))
-                continue
-            step, meta = res
-            self.ledger.after_step(i, a, meta)
-            if step[4].get("autoreset"):
-                self._count_reset(i, step[4])
-            steps[i] = step
+            steps[i] = self._book_step(i, a, results[i])
         if lost:
-            self._run("discard", {i: i for i in lost}, lambda i, item, fault: item)
+            self._discard(lost)
         # "same_step": the reset runs as its own supervised call, so a crash or hang there keeps the final step
         due = self._owing_reset(indices, steps, skip=lost)
         if due:
@@ -279,29 +242,12 @@ class ProcessVecEnv(HostedVecEnv):
         return VecStepResult.collect(indices, [steps[i] for i in indices])
 
     def _after_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any]]:
-        """Book-keep env `i`'s reset result (explicit or ``"same_step"``): ledger and quarantine count."""
-        obs, info, meta = self._decoded_reset(i, res)
-        self.ledger.after_reset(i, meta)
-        self._count_reset(i, info)
-        return obs, info
+        if isinstance(res, Undecodable):
+            self._discard([i])
+        return self._book_reset(i, res)
 
-    def _decoded_reset(self, i: int, res: Any) -> tuple[str, dict[str, Any], Any]:
-        if not isinstance(res, _Undecodable):
-            return tuple(res)
-        self._run("discard", {i: i}, lambda i, item, fault: item)
-        err = error_info(TypeError(f"the env's reset result cannot be unpickled here: {res.why}"), during="reset")
-        meta = self.ledger.meta[i]._replace(ended=True, replayable=False, start=None)
-        return error_observation(err), {**err, "reset_failed": True}, meta
-
-    def _count_reset(self, i: int, info: dict[str, Any]) -> None:
-        if not info.get("reset_failed"):
-            self._reset_failures[i] = 0
-            return
-        if info.get("error_type") not in _COSTLY:
-            return
-        self._reset_failures[i] += 1
-        if self._reset_failures[i] >= MAX_RESET_FAILURES and i not in self.quarantined:
-            self.quarantined[i] = f"env {i} failed {self._reset_failures[i]} resets in a row: {info.get('error')}"
+    def _discard(self, indices: list[int]) -> None:
+        self._run("discard", {i: i for i in indices}, lambda i, item, fault: item)
 
     def _set_complexity(self, level: int, indices: list[int]) -> None:
         items = {i: (i, level) for i in indices}

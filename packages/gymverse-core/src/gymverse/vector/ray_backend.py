@@ -5,6 +5,12 @@ otherwise a local one is started. Each env call is its own actor method call: an
 actor has at most one call in flight, so when it dies or stops answering, that call names the env at fault. The
 faulty env's episode ends truncated with ``info["error"]``; the actor is killed and replaced, and its other envs
 are rebuilt by replay from the parent's ledger. Actors work in parallel; each serves its envs one call at a time.
+
+Faults are booked as on the process backend (`HostedVecEnv`): an env whose resets kill or hang its actor
+`MAX_RESET_FAILURES` times in a row is quarantined. A result that the actor serialized but the parent cannot
+deserialize makes Ray raise `RaySystemError` for that one call; since each call carries one env's result, only
+that env's episode ends (truncated, ``info["error"]``) and its env is dropped in the actor, as a process worker's
+undecodable result is handled env by env.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from typing import Any, Unpack
 
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
-from gymverse.vector.hosted import HostedVecEnv
-from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, SlotMeta
+from gymverse.vector.hosted import HostedVecEnv, Undecodable
+from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
 from gymverse.vector.testing import WORKER_ENV_FLAG
 from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
 
@@ -49,6 +55,10 @@ class RayEnvHost:
     def set_complexity(self, items: Sequence[tuple[int, int]]) -> list[None]:
         """Record pending levels."""
         return self.core.set_complexity(items)
+
+    def discard(self, items: Sequence[int]) -> list[None]:
+        """Drop envs whose last result never reached the parent."""
+        return self.core.discard(items)
 
     def restore(self, items: Sequence[RestoreItem]) -> list[str | None]:
         """Rebuild envs by replay."""
@@ -90,7 +100,8 @@ class RayVecEnv(HostedVecEnv):
         self._actor_cls = ray.remote(**remote_options)(RayEnvHost)
         self.hosts: list[Any] = []
         try:
-            self.hosts = [self._start(block) for block in self.blocks]
+            for block in self.blocks:  # one by one, so a failed start still closes the actors already started
+                self.hosts.append(self._start(block))
             ray.get([h.ping.remote() for h in self.hosts])
         except BaseException:
             self._close()
@@ -119,7 +130,7 @@ class RayVecEnv(HostedVecEnv):
         queues: dict[int, list[int]] = {}
         for i in items:
             queues.setdefault(self._owner[i], []).append(i)
-        args = dict(items)
+        args = self._quarantine(items, fault_item)
         inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (host, env index, submitted at)
 
         def submit(w: int) -> None:
@@ -139,9 +150,13 @@ class RayVecEnv(HostedVecEnv):
                 except ray.exceptions.RayActorError as err:
                     msg = f"Ray actor died while running env {i}: {type(err).__name__}"
                     self._recover(w, i, InjectedFault(WorkerCrashed.__name__, msg), queues, args, fault_item)
-                else:
-                    on_result(i, args[i], res)
-                    results[i] = res
+                    submit(w)
+                    continue
+                except ray.exceptions.RaySystemError as err:  # serialized in the actor, not deserializable here
+                    cause = getattr(err, "client_exc", None) or err
+                    res = Undecodable(f"{type(cause).__name__}: {cause}")
+                on_result(i, args[i], res)
+                results[i] = res
                 submit(w)
             now = time.monotonic()
             for ref, (w, i, started) in list(inflight.items()):
@@ -170,36 +185,56 @@ class RayVecEnv(HostedVecEnv):
                 args[i] = fault_item(i, args[i], InjectedFault("ReplayFailed", why))
 
     def _reset(self, indices: list[int], seeds: list[int | None]) -> tuple[list[str], list[dict[str, Any]]]:
+        self._forgive(indices)
+        booked: dict[int, tuple[str, dict[str, Any]]] = {}
         items: dict[int, tuple[Any, ...]] = {i: ((i, s, None),) for i, s in zip(indices, seeds)}
         results = self._run(
             "reset_one",
             items,
-            lambda i, item, res: self.ledger.after_reset(i, res[2]),
+            lambda i, item, res: booked.__setitem__(i, self._book_reset(i, res)),
             lambda i, item, fault: ((i, item[0][1], fault),),
         )
-        return collect_resets((results[i][0], results[i][1]) for i in indices)
+        self._discard_undecodable(results)
+        return collect_resets(booked[i] for i in indices)
 
     def _step(self, indices: list[int], actions: list[Any]) -> VecStepResult:
+        steps: dict[int, EnvStep] = {}
         items: dict[int, tuple[Any, ...]] = {i: (i, a) for i, a in zip(indices, actions)}
         results = self._run(
             "step_one",
             items,
-            lambda i, item, res: self.ledger.after_step(i, item[1], res[1]),
+            lambda i, item, res: steps.__setitem__(i, self._book_step(i, item[1], res)),
             lambda i, item, fault: (i, fault),
         )
-        steps = {i: results[i][0] for i in indices}
+        lost = self._discard_undecodable(results)
         # "same_step": the reset is a supervised call of its own, so a crash or hang there keeps the final step
-        due = self._owing_reset(indices, steps)
+        due = self._owing_reset(indices, steps, skip=lost)
         if due:
-            resets = self._run(
+            resets: dict[int, tuple[str, dict[str, Any]]] = {}
+            autoreset = self._run(
                 "autoreset_one",
                 {i: (i, None) for i in due},
-                lambda i, item, res: self.ledger.after_reset(i, res[2]),
+                lambda i, item, res: resets.__setitem__(i, self._book_reset(i, res)),
                 lambda i, item, fault: (i, fault),
             )
+            self._discard_undecodable(autoreset)
             for i in due:
-                steps[i] = EnvSlot.merge_final((resets[i][0], resets[i][1]), steps[i])
+                steps[i] = EnvSlot.merge_final(resets[i], steps[i])
         return VecStepResult.collect(indices, [steps[i] for i in indices])
+
+    def _discard_undecodable(self, results: dict[int, Any]) -> list[int]:
+        """Drop, in their actors, the envs whose result could not be decoded here; returns them."""
+        lost = [i for i, res in results.items() if isinstance(res, Undecodable)]
+        if lost:
+            self._discard(lost)
+        return lost
+
+    def _discard(self, indices: list[int]) -> None:
+        ray = _ray()
+        by_host: dict[int, list[int]] = {}
+        for i in indices:
+            by_host.setdefault(self._owner[i], []).append(i)
+        ray.get([self.hosts[w].discard.remote(idx) for w, idx in by_host.items()])
 
     def _set_complexity(self, level: int, indices: list[int]) -> None:
         ray = _ray()
