@@ -26,9 +26,9 @@ SETUP_HOOK = "gymverse_openrlhf.patch.setup_worker"
 
 
 class _Loader(importlib.abc.Loader):
-    """Delegates to the real loader, then runs the patch on the fresh module."""
+    """Delegates to the real loader, then runs the patches on the fresh module, in registration order."""
 
-    def __init__(self, loader: Any, after: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: Any, after: list[Callable[[ModuleType], None]]) -> None:
         self.loader = loader
         self.after = after
 
@@ -37,22 +37,24 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
-        self.after(module)
+        for patch in self.after:
+            patch(module)
 
     def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... for inspect and pkgutil
         return getattr(self.loader, name)
 
 
 class _PostImport(importlib.abc.MetaPathFinder):
-    """Runs a callback on a module right after its first import."""
+    """Runs callbacks on a module right after its first import (one per key, in registration order)."""
 
     def __init__(self) -> None:
-        self.hooks: dict[str, Callable[[ModuleType], None]] = {}
+        self.hooks: dict[str, dict[str, Callable[[ModuleType], None]]] = {}
 
     def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> Any:
-        after = self.hooks.pop(fullname, None)
-        if after is None:
+        keyed = self.hooks.pop(fullname, None)
+        if keyed is None:
             return None
+        after = list(keyed.values())
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -60,20 +62,21 @@ class _PostImport(importlib.abc.MetaPathFinder):
             if spec is not None and spec.loader is not None:
                 spec.loader = _Loader(spec.loader, after)
                 return spec
-        self.hooks[fullname] = after  # not found here: leave the hook for a later attempt
+        self.hooks[fullname] = keyed  # not found here: leave the hooks for a later attempt
         return None
 
 
 _finder = _PostImport()
 
 
-def on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
-    """Apply `patch` to module `name` now if it is loaded, else right after it gets imported."""
+def on_import(name: str, patch: Callable[[ModuleType], None], key: str = "gymverse") -> None:
+    """Apply `patch` to module `name` now if it is loaded, else right after it gets imported; a later `patch`
+    with the same `key` replaces a pending one (the last `install` wins), other keys' patches run too."""
     module = sys.modules.get(name)
     if module is not None:
         patch(module)
         return
-    _finder.hooks[name] = patch
+    _finder.hooks.setdefault(name, {})[key] = patch
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 

@@ -176,50 +176,6 @@ def trace_actor_class(module: ModuleType, cls_name: str) -> None:
             setattr(modified, attr, traced(value, f"{module.__name__}.{value.__qualname__}"))
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, loader: Any, after: list[Callable[[ModuleType], None]]) -> None:
-        self.loader, self.after = loader, after
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self.loader.exec_module(module)
-        for hook in self.after:
-            hook(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
-
-
-class PostImport(importlib.abc.MetaPathFinder):
-    """Runs callbacks on a module right after its first import (several per module, in registration order)."""
-
-    def __init__(self) -> None:
-        self.hooks: dict[str, list[Callable[[ModuleType], None]]] = {}
-
-    def add(self, name: str, hook: Callable[[ModuleType], None]) -> None:
-        """Run `hook` on module `name` once it is imported (now, if it already is)."""
-        if name in sys.modules:
-            hook(sys.modules[name])
-        else:
-            self.hooks.setdefault(name, []).append(hook)
-
-    def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> Any:
-        after = self.hooks.pop(fullname, None)
-        if after is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader, after)
-                return spec
-        self.hooks[fullname] = after
-        return None
-
-
 class BlockImport(importlib.abc.MetaPathFinder):
     """Makes the named modules fail to import (an ImportError, as on a machine without them)."""
 
@@ -321,15 +277,21 @@ def install() -> None:
     """Install every harness patch in this process (a no-op unless `active`)."""
     if not active():
         return
-    hooks = PostImport()
+    from gymverse_openrlhf.patch import on_import
+
     sys.meta_path.insert(0, BlockImport("flash_attn.ops.triton.cross_entropy"))
-    sys.meta_path.insert(0, hooks)
-    hooks.add("ray", _patch_ray_init)
-    hooks.add("torch", _one_thread)
-    hooks.add("openrlhf.trainer.ray.ppo_actor", _replace_policy_actor)
-    for name, qualnames in TRACED.items():
-        hooks.add(name, functools.partial(_trace_after_import, qualnames=qualnames))
-    for name, cls_name in ACTOR_CLASSES:
-        hooks.add(name, functools.partial(_trace_actor_after_import, cls_name=cls_name))
-    hooks.add("gymverse_openrlhf.curriculum", _watch_curriculum_handle)
-    hooks.add("openrlhf.trainer.ppo_utils.experience_maker", _capture_experiences)
+    hooks: list[tuple[str, Callable[[ModuleType], None]]] = [
+        ("ray", _patch_ray_init),
+        ("torch", _one_thread),
+        ("openrlhf.trainer.ray.ppo_actor", _replace_policy_actor),
+    ]
+    hooks += [(name, functools.partial(_trace_after_import, qualnames=q)) for name, q in TRACED.items()]
+    hooks += [(name, functools.partial(_trace_actor_after_import, cls_name=c)) for name, c in ACTOR_CLASSES]
+    hooks += [
+        ("gymverse_openrlhf.curriculum", _watch_curriculum_handle),
+        ("openrlhf.trainer.ppo_utils.experience_maker", _capture_experiences),
+    ]
+    # The adapter's own post-import hooks, each under its own key; registered before the adapter's patches, they
+    # run first on a module both patch.
+    for i, (name, hook) in enumerate(hooks):
+        on_import(name, hook, key=f"cpu-harness:{i}")
