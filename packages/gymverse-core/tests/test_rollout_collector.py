@@ -169,7 +169,7 @@ def test_failing_session_ends_only_its_episode_and_is_left_out_of_curricula() ->
     col = RolloutCollector(echo_policy(), curriculum=CurriculumState(ctrl))
     boom, ok, noreset = col.collect_sync(sessions, seeds=[0, 0, 0])
     assert noreset.error == "reset failed: ValueError: bad instance"
-    assert noreset.turns == [] and noreset.stop_reason == "env_error"
+    assert noreset.turns == [] and noreset.stop_reason == "reset_error"
     assert boom.error == "OSError: disk on fire"
     assert boom.truncated and boom.stop_reason == "env_error"
     # the failed step is still a turn (its tokens are in the sequence), with reward 0 and the error

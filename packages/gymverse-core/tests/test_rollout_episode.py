@@ -101,7 +101,7 @@ def test_shared_pool_is_configured_once_and_bad_envs_fail_their_episode() -> Non
             return await run_episode(session, text_generate(always_one, RENDERER), renderer=RENDERER)
 
     traj = asyncio.run(main())
-    assert traj.stop_reason == "env_error" and "nope:Missing" in (traj.error or "")
+    assert traj.stop_reason == "reset_error" and "nope:Missing" in (traj.error or "")
     assert traj.turns == [] and traj.tokens is not None and traj.tokens.response_ids == []
 
 

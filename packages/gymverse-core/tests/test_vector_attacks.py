@@ -106,7 +106,7 @@ def test_malformed_step_results_are_contained_per_env(backend: str, opts: dict[s
 def test_hung_resets_do_not_starve_or_blame_healthy_sessions() -> None:
     # Four sessions whose reset hangs fill all four threads; four healthy sessions reset at the same time.
     async def main() -> list[dict[str, Any]]:
-        with EnvPool(max_concurrency=8, max_workers=4, step_timeout=1.0) as pool:
+        with EnvPool(max_concurrency=8, max_workers=4, step_timeout=1.0, reset_timeout=1.0) as pool:
             hung = [await pool.session("vectest:BadReset", how="hang", hang_seconds=5.0) for _ in range(4)]
             for session in hung:
                 await session.reset(seed=3)  # its one good seed

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymverse.core import Env
+from gymverse.imports import import_object
 
 ENTRY_POINT_GROUP = "gymverse.envs"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+:[A-Za-z0-9_.\-]+$")
@@ -61,17 +62,12 @@ class EnvSpec:
         """Resolve the entry point to a callable (importing its module)."""
         if callable(self.entry_point):
             return self.entry_point
-        module_name, _, attr = self.entry_point.partition(":")
-        if not attr:
+        if ":" not in self.entry_point:
             raise RegistryError(f"{self.id}: entry point {self.entry_point!r} must look like 'module:attr'")
         try:
-            module = importlib.import_module(module_name)
-        except Exception as err:  # the module's own error, not a bare "not found"
-            raise RegistryError(f"{self.id}: importing {module_name!r} failed: {type(err).__name__}: {err}") from err
-        try:
-            factory: EnvFactory = getattr(module, attr)
-        except AttributeError as err:
-            raise RegistryError(f"{self.id}: module {module_name!r} has no attribute {attr!r}") from err
+            factory: EnvFactory = import_object(self.entry_point)
+        except ImportError as err:
+            raise RegistryError(f"{self.id}: {err}") from err
         return factory
 
 

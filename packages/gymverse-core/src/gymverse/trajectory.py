@@ -37,6 +37,16 @@ class EpisodeTokens:
     response_logprobs: list[float] | None = None
     turn_ends: list[int] = field(default_factory=list)
 
+    def turn_spans(self) -> list[tuple[int, int]]:
+        """Per turn, ``(start, end)`` of its model tokens in ``response_ids`` (the run of 1s ending at its end)."""
+        spans = []
+        for end in self.turn_ends:
+            start = min(end, len(self.response_mask))
+            while start > 0 and self.response_mask[start - 1] == 1:
+                start -= 1
+            spans.append((start, end))
+        return spans
+
 
 @dataclass
 class Trajectory:
@@ -52,7 +62,7 @@ class Trajectory:
     error: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     episode_id: str = ""  # unique per episode: curricula count each episode once by it
-    stop_reason: str = ""  # terminated, truncated, horizon, length, empty_generation, env_error
+    stop_reason: str = ""  # one of gymverse.failures.STOP_REASONS (what it means for training: there)
     tokens: EpisodeTokens | None = None
 
     @property

@@ -13,19 +13,26 @@ from gymverse.curriculum.horizon import (
     horizon_from_state,
 )
 from gymverse.curriculum.mixer import EnvMixer
+from gymverse.curriculum.options import CurriculumOptions
 from gymverse.curriculum.service import (
+    CHECKPOINT_FILE,
     CurriculumService,
     LocalCurriculum,
     RayCurriculum,
     connect_ray_curriculum,
+    load_checkpoint,
+    run_scoped_name,
+    save_checkpoint,
     start_ray_curriculum,
 )
 from gymverse.curriculum.state import CurriculumState, EpisodeConfig, EpisodeOutcome, StepReport
 
 __all__ = [
+    "CHECKPOINT_FILE",
     "AdaptiveHorizon",
     "BoundarySelector",
     "ComplexityController",
+    "CurriculumOptions",
     "CurriculumService",
     "CurriculumState",
     "EnvMixer",
@@ -40,7 +47,10 @@ __all__ = [
     "StepwiseHorizon",
     "connect_ray_curriculum",
     "horizon_from_state",
+    "load_checkpoint",
     "rank_trim_indices",
+    "run_scoped_name",
+    "save_checkpoint",
     "start_ray_curriculum",
     "success_by_env",
     "trim_count",

@@ -24,6 +24,35 @@ from gymverse.curriculum.state import CurriculumState, EpisodeConfig, EpisodeOut
 from gymverse.trajectory import Trajectory
 
 DEFAULT_NAMESPACE = "gymverse"
+#: The curriculum file saved in each checkpoint folder (one per checkpoint tag).
+CHECKPOINT_FILE = "gymverse_curriculum.json"
+
+
+def run_scoped_name(base: str) -> str:
+    """`base` plus this Ray job's id: every process of one run gets the same name, two runs on a cluster differ.
+
+    verl's and OpenRLHF's workers are actors created by the run's driver, so they share its job id; a second
+    run on the same cluster is a new job, so it can no longer replace (kill) the first run's curriculum actor.
+    """
+    import ray
+
+    return f"{base}-{ray.get_runtime_context().get_job_id()}"
+
+
+def save_checkpoint(service: CurriculumService, folder: str, **meta: Any) -> str:
+    """Write the curriculum into one checkpoint's folder (call it before the framework writes its "latest"
+    marker, so a crash in between leaves a checkpoint that is never resumed rather than one without levels)."""
+    return service.save(os.path.join(folder, CHECKPOINT_FILE), **meta)
+
+
+def load_checkpoint(service: CurriculumService, folder: str) -> None:
+    """Restore the curriculum saved in checkpoint `folder`; a folder without one is an error, never a reset."""
+    path = os.path.join(folder, CHECKPOINT_FILE)
+    if not service.load(path):
+        raise FileNotFoundError(
+            f"checkpoint {folder} has no {CHECKPOINT_FILE}: resuming it would restart every env at the initial "
+            "level; resume a checkpoint written with the curriculum on, or start a fresh run"
+        )
 
 
 def _outcomes(episodes: Iterable[Trajectory | EpisodeOutcome]) -> list[EpisodeOutcome]:

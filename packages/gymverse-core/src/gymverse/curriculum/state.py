@@ -8,8 +8,8 @@ step once. Share it with `gymverse.curriculum.service` (in-process, or a detache
   (``eval_level``, default the controller's initial level; ``eval_max_turns``, default ``max_turns``), so
   validation numbers stay comparable while training levels move.
 * ``record(episodes)``: success comes only from trajectories (`Trajectory` or `EpisodeOutcome`), each episode
-  once (keyed by ``episode_id``: a padding row repeating an episode does not count twice); episodes with an env
-  error are infrastructure failures and are left out. Report episodes where they finish, before any dynamic
+  once (keyed by ``episode_id``: a padding row repeating an episode does not count twice); void episodes (an env
+  or generation failure, `gymverse.failures`) are left out. Report episodes where they finish, before any dynamic
   filtering, so filtering cannot bias the success rate.
 * ``end_step()``: once per training step: the controller, boundary selector and horizon schedule see the step's
   per-env success flags; returns a `StepReport`.
@@ -29,6 +29,7 @@ from gymverse.curriculum.boundary import BoundarySelector
 from gymverse.curriculum.complexity import ComplexityController, success_by_env
 from gymverse.curriculum.horizon import HorizonSchedule, horizon_from_state
 from gymverse.curriculum.mixer import EnvMixer
+from gymverse.failures import VOID_STOPS
 from gymverse.trajectory import Trajectory
 
 STATE_VERSION = 1
@@ -49,14 +50,15 @@ class EpisodeOutcome:
     episode_id: str
     env_id: str
     success: bool
-    error: bool = False
+    error: bool = False  # a void episode (`gymverse.failures`): neither a success nor a failure
 
     @classmethod
     def of(cls, traj: Trajectory) -> EpisodeOutcome:
         """The outcome of a trajectory (its ``success`` is ``info["success"]`` at the end, never the reward)."""
         if not traj.episode_id:
             raise ValueError(f"{traj.env_id}: trajectory has no episode_id; run it through gymverse.rollout")
-        return cls(traj.episode_id, traj.env_id, bool(traj.success), traj.error is not None)
+        void = traj.error is not None or traj.stop_reason in VOID_STOPS
+        return cls(traj.episode_id, traj.env_id, bool(traj.success), void)
 
 
 @dataclass

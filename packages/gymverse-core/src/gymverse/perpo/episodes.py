@@ -32,10 +32,12 @@ from gymverse.trajectory import Trajectory
 
 @dataclass
 class TokenAdvantages:
-    """Per-token advantages and returns, shaped like the response mask."""
+    """Per-token advantages and returns, shaped like the response mask, and each row's per-turn values."""
 
     advantages: Array
     returns: Array
+    turn_advantages: list[np.ndarray] | None = None  # per row, each turn's advantage (0 for a turn without tokens)
+    turn_returns: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -203,7 +205,9 @@ def perpo_token_advantages(
     ret = place_turn_advantages(ret_pad, ids, mask)
     dtype = response_mask.dtype if xp.isdtype(response_mask.dtype, "real floating") else xp.float64
     out = [xp.astype(from_numpy(np.asarray(x), xp, response_mask), dtype) for x in (adv, ret)]
-    return TokenAdvantages(out[0], out[1])
+    spans = list(itertools.pairwise(np.cumsum([0, *flat.lens.tolist()]).tolist()))
+    turn_adv = [adv_turns[a:b] for a, b in spans]
+    return TokenAdvantages(out[0], out[1], turn_adv, [flat.returns[a:b] for a, b in spans])
 
 
 def perpo_from_trajectories(

@@ -9,11 +9,13 @@ namespace; outputs keep it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import array_api_compat as aac
+import numpy as np
 
-from gymverse.perpo._xp import Array, take
+from gymverse.perpo._xp import Array, take, to_numpy
 
 
 def turn_ids_from_mask(response_mask: Any) -> Array:
@@ -70,3 +72,29 @@ def broadcast_sequence_advantages(advantages: Any, response_mask: Any) -> Array:
             f"got mask {tuple(response_mask.shape)}"
         )
     return advantages[:, None] * xp.astype(response_mask != 0, advantages.dtype)
+
+
+def turn_ends_from_mask(response_mask: Any, turns: Sequence[int] | None = None) -> list[list[int]]:
+    """Per row of a ``[B, T]`` mask, the exclusive end of each run of 1s (one run = one turn's model tokens).
+
+    For frameworks that carry the mask but not the turn ends. With `turns` (the turn count of each row) a row with
+    fewer runs than turns had its last turns cut off by a length limit: they get ends past the row (no tokens).
+    """
+    mask = to_numpy(response_mask)
+    if mask.ndim != 2:
+        raise ValueError(f"response_mask must be [B, T], got shape {tuple(mask.shape)}")
+    m = (mask != 0).astype(np.int8)
+    width = int(m.shape[1])
+    nxt = np.concatenate([m[:, 1:], np.zeros((m.shape[0], 1), dtype=np.int8)], axis=1)
+    rows, cols = np.nonzero((m == 1) & (nxt == 0))
+    out: list[list[int]] = [[] for _ in range(m.shape[0])]
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        out[r].append(c + 1)
+    if turns is not None:
+        if len(turns) != len(out):
+            raise ValueError(f"{len(turns)} turn counts for a mask of {len(out)} rows")
+        for r, (ends, n) in enumerate(zip(out, turns)):
+            if len(ends) > n:
+                raise ValueError(f"row {r}: the response mask has {len(ends)} model turns but only {n} turns")
+            ends += [width + 1 + k for k in range(n - len(ends))]
+    return out

@@ -2,13 +2,28 @@
 
 Session (EnvSession from the shared pool | InProcessSession)
     -> run_episode(session, generate, renderer=..., horizon=...)  -> Trajectory (+ EpisodeTokens)
+    -> EpisodeRecord.of(traj) through the framework's side channel  (gymverse.rollout.batch)
     -> CurriculumState.record / end_step                            (gymverse.curriculum)
-    -> perpo_token_advantages / perpo_from_trajectories             (gymverse.perpo)
+    -> gymverse.perpo.advantages(EpisodeBatch)                      (gymverse.perpo)
+
+Rows come from `EpisodeSpec` (`gymverse.rollout.dataset`); what a failed env or generation does to training is
+`gymverse.failures`.
 """
 
+from gymverse.failures import GenerationError
+from gymverse.rollout.batch import EpisodeBatch, EpisodeRecord
+from gymverse.rollout.batching import BatchedGenerate
 from gymverse.rollout.collector import RolloutCollector, TextPolicy, text_generate
+from gymverse.rollout.dataset import EpisodeSpec, episode_specs
 from gymverse.rollout.episode import Generate, Generation, run_episode
-from gymverse.rollout.render import ByteTokenizer, ChatRenderer, PlainRenderer, Renderer, strip_thinking
+from gymverse.rollout.render import (
+    ByteTokenizer,
+    ChatRenderer,
+    PlainRenderer,
+    Renderer,
+    renderer_for,
+    strip_thinking,
+)
 from gymverse.rollout.session import (
     FailedSession,
     InProcessSession,
@@ -19,11 +34,16 @@ from gymverse.rollout.session import (
 )
 
 __all__ = [
+    "BatchedGenerate",
     "ByteTokenizer",
     "ChatRenderer",
+    "EpisodeBatch",
+    "EpisodeRecord",
+    "EpisodeSpec",
     "FailedSession",
     "Generate",
     "Generation",
+    "GenerationError",
     "InProcessSession",
     "PlainRenderer",
     "Renderer",
@@ -31,8 +51,10 @@ __all__ = [
     "Session",
     "TextPolicy",
     "default_env_id",
+    "episode_specs",
     "make_sessions",
     "open_session",
+    "renderer_for",
     "run_episode",
     "strip_thinking",
     "text_generate",

@@ -11,16 +11,21 @@ trains on. The loop owns, in one place:
 * **the token budget**: replies and env turns together stay within ``max_response_tokens`` (and prompt plus
   response within ``max_sequence_tokens``, for frameworks that budget the whole sequence); each generation asks
   for at most what is left (and at most ``max_tokens_per_turn``); an env turn that would not fit ends the
-  episode (``stop_reason="length"``, truncated). An empty reply ends it too (``"empty_generation"``).
+  episode (``stop_reason="length"``, truncated).
 * **format errors**: the reply's text (`Renderer.action_text`) always goes to the env, whose parser turns
   malformed text into its format penalty; ``metrics["format_errors"]`` counts them.
 * **env errors**: a reset or step that raises, or reports ``info["error"]`` (pool sessions contain crashes and
-  hangs that way), ends this episode only: ``error`` set, truncated, ``stop_reason="env_error"``; a failed step
-  still records its turn (reward 0) because the model's tokens for it are in the sequence.
+  hangs that way), ends this episode only: ``error`` set, truncated, ``stop_reason`` ``"reset_error"`` or
+  ``"env_error"``; a failed step still records its turn (reward 0) because the model's tokens for it are in the
+  sequence.
+* **generation failures**: a reply the server aborted (``Generation.finish_reason == "abort"``, e.g. vLLM's abort
+  with no tokens), a `GenerationError` (context length, an engine error for this request) and a reply with no
+  token end the episode with ``generation_aborted`` / ``generation_error`` / ``empty_generation``.
 * **token bookkeeping**: prompt ids, response ids, response mask (1 model / 0 env), log-probs (0.0 on env
   tokens), and ``turn_ends`` (one per `Turn`), with one `Turn` (observation, action, reward, info) per reply.
 
-Generation failures (a dead inference server) propagate: they are not the env's fault and must not be trained on.
+What each stop reason means for training and the curriculum is `gymverse.failures` (one policy for every
+adapter). Other exceptions from ``generate`` (a dead inference server) propagate.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from gymverse.failures import GenerationError
 from gymverse.rollout.render import Renderer
 from gymverse.rollout.session import Session
 from gymverse.trajectory import EpisodeTokens, Trajectory, Turn
@@ -36,10 +42,16 @@ from gymverse.trajectory import EpisodeTokens, Trajectory, Turn
 
 @dataclass
 class Generation:
-    """One model reply: its token ids and, when the sampler returns them, their log-probs."""
+    """One model reply: its token ids, their log-probs when the sampler returns them, and why it stopped."""
 
     token_ids: Sequence[int]
     logprobs: Sequence[float] | None = None
+    finish_reason: str | None = None  # the server's ("stop", "length", "abort", ...); "abort" voids the episode
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the server aborted the request (its tokens, if any, are not a finished reply)."""
+        return self.finish_reason == "abort"
 
 
 Generate = Callable[[list[int], int | None], Awaitable[Generation]]
@@ -126,7 +138,7 @@ async def run_episode(
     if info.get("error"):
         traj.tokens = EpisodeTokens(prompt_ids=renderer.initial(obs), response_logprobs=None)
         traj.final_observation = obs
-        _end(traj, "env_error", truncated=True, error=str(info["error"]))
+        _end(traj, "reset_error", truncated=True, error=str(info["error"]))
         return _finish(traj)
     got = int(info.get("complexity", complexity if complexity is not None else 0))
     if complexity is not None and got != complexity:
@@ -151,10 +163,17 @@ async def run_episode(
             _end(traj, "length", truncated=True)
             break
         cap = _min_cap(left, max_tokens_per_turn)
-        gen = await generate(seq.sequence(), cap)
+        try:
+            gen = await generate(seq.sequence(), cap)
+        except GenerationError as err:  # refused for this episode only (e.g. context length)
+            _end(traj, "generation_error", truncated=True, error=f"generation failed: {err}")
+            break
+        if gen.aborted:
+            _end(traj, "generation_aborted", truncated=True, error="the inference server aborted the generation")
+            break
         ids = [int(i) for i in gen.token_ids][: cap if cap is not None else None]
         if not ids:
-            _end(traj, "empty_generation", truncated=True)
+            _end(traj, "empty_generation", truncated=True, error="the inference server returned no token")
             break
         seq.add_reply(ids, gen.logprobs)
         action = renderer.action_text(ids)

@@ -189,3 +189,12 @@ class PlainRenderer:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`."""
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+
+def renderer_for(
+    tokenizer: Any, *, system_prompt: str = "", template_kwargs: Mapping[str, Any] | None = None
+) -> Renderer:
+    """The renderer for a policy's tokenizer: its chat template when it has one, else plain text blocks."""
+    if getattr(tokenizer, "chat_template", None) and callable(getattr(tokenizer, "apply_chat_template", None)):
+        return ChatRenderer(tokenizer, system_prompt=system_prompt, template_kwargs=template_kwargs)
+    return PlainRenderer(tokenizer, system_prompt=system_prompt)

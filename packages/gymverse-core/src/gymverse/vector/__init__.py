@@ -21,7 +21,15 @@ from gymverse.core import Env
 from gymverse.vector.aio import AsyncVecEnv, declares_nonblocking, is_native_async
 from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
 from gymverse.vector.faults import StepTimeout, VectorError, WorkerCrashed
-from gymverse.vector.pool import EnvPool, EnvSession, configure_shared_pool, shared_pool
+from gymverse.vector.pool import (
+    DEFAULT_RESET_TIMEOUT,
+    DEFAULT_STEP_TIMEOUT,
+    EnvPool,
+    EnvSession,
+    configure_shared_pool,
+    pool_size_for,
+    shared_pool,
+)
 from gymverse.vector.process import ProcessVecEnv
 from gymverse.vector.slot import AUTORESET_MODES, EnvRecipe, WrapperFn, episode_seed
 from gymverse.vector.sync import SyncVecEnv
@@ -78,6 +86,8 @@ def make_vec(
 __all__ = [
     "AUTORESET_MODES",
     "BACKENDS",
+    "DEFAULT_RESET_TIMEOUT",
+    "DEFAULT_STEP_TIMEOUT",
     "AsyncVecEnv",
     "EnvPool",
     "EnvRecipe",
@@ -94,5 +104,6 @@ __all__ = [
     "episode_seed",
     "is_native_async",
     "make_vec",
+    "pool_size_for",
     "shared_pool",
 ]

@@ -81,7 +81,7 @@ class EnvSession:
 
     async def _call(self, method: str, arg: Any) -> Any:
         env = self._slot._env()
-        timeout = self._pool.step_timeout
+        timeout = self._pool.reset_timeout if method == "reset" else self._pool.step_timeout
         if not is_native_async(env):
             # timed from when the call starts, on a pool that replaces threads lost to hung calls
             return await self._pool._runner.call(timeout, getattr(env, method), arg)
@@ -91,7 +91,8 @@ class EnvSession:
         try:
             return await asyncio.wait_for(aw, timeout)
         except TimeoutError:
-            raise StepTimeout(f"env call exceeded step_timeout={timeout}s") from None
+            name = "reset_timeout" if method == "reset" else "step_timeout"
+            raise StepTimeout(f"env call exceeded {name}={timeout}s") from None
 
     def set_complexity(self, level: int) -> None:
         """Use complexity `level` from the next reset on (it lands on the base env under any wrappers)."""
@@ -144,21 +145,33 @@ class EnvSession:
         await self.close()
 
 
+#: Seconds one env step may take before its episode ends with ``env_error`` (safe default: a hung env never
+#: stalls a rollout forever; pass None for no limit).
+DEFAULT_STEP_TIMEOUT = 30.0
+#: Seconds a reset (the env's build included) may take before the episode ends with ``reset_error``.
+DEFAULT_RESET_TIMEOUT = 60.0
+
+
 class EnvPool:
-    """Hands out `EnvSession`s, at most `max_concurrency` open at once (further `session()` calls wait)."""
+    """Hands out `EnvSession`s, at most `max_concurrency` open at once (further `session()` calls wait).
+
+    Step and reset timeouts are on by default (`DEFAULT_STEP_TIMEOUT`, `DEFAULT_RESET_TIMEOUT`); None disables one.
+    """
 
     def __init__(
         self,
         max_concurrency: int = 64,
         *,
         max_workers: int | None = None,
-        step_timeout: float | None = None,
+        step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
+        reset_timeout: float | None = DEFAULT_RESET_TIMEOUT,
         wrappers: Sequence[WrapperFn] = (),
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.max_concurrency = max_concurrency
         self.step_timeout = check_step_timeout(step_timeout)
+        self.reset_timeout = check_step_timeout(reset_timeout)
         self.wrappers = tuple(wrappers)
         self._limiter = _Limiter(max_concurrency)
         self._runner = BlockingRunner(max_workers or min(max_concurrency, 64), "gymverse-session")
@@ -213,14 +226,34 @@ class EnvPool:
 
 _shared_lock = threading.Lock()
 _shared: EnvPool | None = None
-_shared_config: dict[str, Any] = {"max_concurrency": 256, "step_timeout": None, "max_workers": None}
+_shared_config: dict[str, Any] = {
+    "max_concurrency": 256,
+    "step_timeout": DEFAULT_STEP_TIMEOUT,
+    "reset_timeout": DEFAULT_RESET_TIMEOUT,
+    "max_workers": None,
+}
 
 
 def configure_shared_pool(
-    max_concurrency: int = 256, *, step_timeout: float | None = None, max_workers: int | None = None
+    max_concurrency: int = 256,
+    *,
+    step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
+    reset_timeout: float | None = DEFAULT_RESET_TIMEOUT,
+    max_workers: int | None = None,
 ) -> None:
-    """Set the limits of the process-wide pool; once the pool exists, only the same limits are accepted."""
-    config = {"max_concurrency": max_concurrency, "step_timeout": step_timeout, "max_workers": max_workers}
+    """Set the limits of the process-wide pool; once the pool exists, only the same limits are accepted.
+
+    Adapters size `max_concurrency` from their framework's batch settings (`pool_size_for`), so every episode of a
+    rollout batch runs at once instead of queueing behind a too-small pool.
+    """
+    check_step_timeout(step_timeout)
+    check_step_timeout(reset_timeout)
+    config = {
+        "max_concurrency": max_concurrency,
+        "step_timeout": step_timeout,
+        "reset_timeout": reset_timeout,
+        "max_workers": max_workers,
+    }
     with _shared_lock:
         if _shared is not None and not _shared.closed and config != _shared_config:
             raise RuntimeError(
@@ -236,5 +269,17 @@ def shared_pool() -> EnvPool:
     with _shared_lock:
         if _shared is None or _shared.closed:
             cfg = _shared_config
-            _shared = EnvPool(cfg["max_concurrency"], step_timeout=cfg["step_timeout"], max_workers=cfg["max_workers"])
+            _shared = EnvPool(
+                cfg["max_concurrency"],
+                step_timeout=cfg["step_timeout"],
+                reset_timeout=cfg["reset_timeout"],
+                max_workers=cfg["max_workers"],
+            )
         return _shared
+
+
+def pool_size_for(episodes_per_batch: int, *, floor: int = 64) -> int:
+    """Sessions the shared pool needs so that a whole rollout batch runs at once (at least `floor`)."""
+    if episodes_per_batch < 1:
+        raise ValueError(f"episodes per batch must be >= 1, got {episodes_per_batch}")
+    return max(int(episodes_per_batch), floor)

@@ -15,7 +15,6 @@ continues), which is what lets a lost env be rebuilt exactly by replaying its ep
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import numbers
 import signal
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from gymverse.core import Env, StepResult
+from gymverse.imports import import_object
 from gymverse.registry import RegistryError, spec
 from gymverse.vector.faults import InjectedFault, StepTimeout, error_info, error_observation
 
@@ -74,10 +74,9 @@ class EnvRecipe:
         """Construct the env and apply the wrappers, innermost first."""
         factory = self.entry_point
         if isinstance(factory, str):
-            module_name, _, attr = factory.partition(":")
             try:
-                factory = getattr(importlib.import_module(module_name), attr)
-            except (ImportError, AttributeError) as err:
+                factory = import_object(factory)
+            except ImportError as err:
                 raise RegistryError(f"{self.env_id}: cannot load entry point {self.entry_point!r}: {err}") from err
         env = factory(**self.kwargs)
         if not isinstance(env, Env):

@@ -9,7 +9,6 @@ that dies comes back as ``{"error": "..."}``; executors never raise for a job's 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -18,6 +17,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
+
+from gymverse.imports import import_object
 
 JobResult = dict[str, Any]
 EXECUTORS = ("sandbox", "process", "inline")
@@ -35,8 +36,7 @@ PRELOAD = (
 
 def invoke(target: str, kwargs: Mapping[str, Any]) -> JobResult:
     """Import ``module:function`` and call it with `kwargs` (what every executor runs)."""
-    module_name, _, func_name = target.partition(":")
-    fn: Callable[..., JobResult] = getattr(importlib.import_module(module_name), func_name)
+    fn: Callable[..., JobResult] = import_object(target)
     return fn(**kwargs)
 
 

@@ -1,0 +1,83 @@
+"""`advantages(batch)`: THE PERPO entry point. Every adapter and the local trainer call it on an `EpisodeBatch`.
+
+The definition (the GymVerse reference): every turn is one transition; its return is the per-turn discounted
+return ``G_t = r_t + gamma * G_{t+1}`` within its episode; returns are normalized per env id over the whole
+batch, ``A = (G - mean_e) / (std_e + eps)`` (population std), or over one group for the whole batch with
+``scope="batch"`` (ReBN). Each model token gets the advantage of the turn that produced it; env tokens get 0.
+
+Which turns count: void rows (`gymverse.failures`: env and generation failures) have no trained token and are
+left out of the statistics; with a response mask, a turn with no token in it (cut off by the framework's length
+limit) is left out of the statistics too. Frameworks that shard a batch over ranks compute `batch_stats` on each
+rank, combine them (`GroupStats.merge`, or an all-reduce of ``to_array(keys)``) and pass ``stats=``: the result
+equals `advantages` on the concatenation of every rank's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gymverse.perpo._xp import Array
+from gymverse.perpo.episodes import perpo_stats, perpo_token_advantages, perpo_token_stats, perpo_turn_advantages
+from gymverse.perpo.normalize import DEFAULT_EPS
+from gymverse.perpo.stats import GroupStats
+from gymverse.rollout.batch import EpisodeBatch
+
+BATCH_GROUP = "__batch__"
+SCOPES = ("env", "batch")
+
+
+@dataclass
+class BatchAdvantages:
+    """PERPO of a batch: per row, each turn's advantage and return; per token when the batch has a mask."""
+
+    turn_advantages: list[np.ndarray]
+    turn_returns: list[np.ndarray]
+    tokens: Array | None = None  # [B, T] like the batch's response mask (its namespace and device)
+    token_returns: Array | None = None
+
+
+def _inputs(batch: EpisodeBatch, scope: str) -> tuple[list[Hashable], list[list[float]], list[list[int]], np.ndarray]:
+    if scope not in SCOPES:
+        raise ValueError(f"PERPO scope must be one of {SCOPES}, got {scope!r}")
+    trained = batch.trained
+    groups: list[Hashable] = [r.env_id if scope == "env" else BATCH_GROUP for r in batch.records]
+    rewards = [list(r.turn_rewards) if ok else [] for r, ok in zip(batch.records, trained)]
+    ends = [list(r.turn_ends) if ok else [] for r, ok in zip(batch.records, trained)]
+    return groups, rewards, ends, trained
+
+
+def batch_stats(batch: EpisodeBatch, *, gamma: float = 1.0, scope: str = "env") -> GroupStats:
+    """This rank's per-group (count, sum, sum of squares) of the returns `advantages` normalizes."""
+    groups, rewards, ends, _ = _inputs(batch, scope)
+    if batch.response_mask is None:
+        return perpo_stats(rewards, groups, gamma=gamma)
+    return perpo_token_stats(batch.response_mask, groups, rewards, turn_ends=ends, gamma=gamma)
+
+
+def advantages(
+    batch: EpisodeBatch,
+    stats: GroupStats | None = None,
+    *,
+    gamma: float = 1.0,
+    eps: float = DEFAULT_EPS,
+    scope: str = "env",
+) -> BatchAdvantages:
+    """PERPO advantages of `batch` (module docstring); `stats`: merged `batch_stats` of every rank."""
+    groups, rewards, ends, trained = _inputs(batch, scope)
+    if batch.response_mask is None:
+        adv, ret = perpo_turn_advantages(rewards, groups, gamma=gamma, eps=eps, stats=stats)
+        return BatchAdvantages(_full(adv, batch, trained), _full(ret, batch, trained))
+    out = perpo_token_advantages(
+        batch.response_mask, groups, rewards, turn_ends=ends, gamma=gamma, eps=eps, stats=stats
+    )
+    assert out.turn_advantages is not None and out.turn_returns is not None
+    turn_adv = _full(out.turn_advantages, batch, trained)
+    return BatchAdvantages(turn_adv, _full(out.turn_returns, batch, trained), out.advantages, out.returns)
+
+
+def _full(values: list[np.ndarray], batch: EpisodeBatch, trained: np.ndarray) -> list[np.ndarray]:
+    """Void rows get one 0 per turn (they were computed with no turns)."""
+    return [v if ok else np.zeros(len(r.turn_rewards)) for v, r, ok in zip(values, batch.records, trained)]
