@@ -190,3 +190,86 @@ def test_detached_actor_outlives_the_driver_that_started_it(ray_session: Any) ->
     assert got == {"levels": {"a:X": 2}, "max_turns": 7, "pending": 2, "plain_alive": False}
     with pytest.raises(ValueError):  # driver two stopped it: detached actors end only when told
         ray.get_actor(name, namespace="gymverse")
+
+
+RUN_DRIVER = """
+import json, os, sys, time, ray
+from gymverse.curriculum import EpisodeOutcome, run_scoped_name, start_ray_curriculum
+ray.init(address=sys.argv[1], log_to_driver=False)
+flags, ready, go = sys.argv[2] == "win", sys.argv[3], sys.argv[4]
+name = run_scoped_name("gymverse_curriculum")
+svc = start_ray_curriculum({"controller": {"promote_patience": 1, "demote_patience": 1}}, name=name)  # fresh
+svc.record([EpisodeOutcome(f"{sys.argv[2]}-{i}", "a:X", flags) for i in range(4)])
+svc.end_step()
+open(ready, "w").close()
+deadline = time.monotonic() + 120
+while go != "-" and not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(json.dumps({"name": name, "levels": svc.levels()}))
+svc.stop()
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_on_one_cluster_keep_separate_curricula(ray_session: Any, tmp_path: Path) -> None:
+    # Run A promotes its env and keeps running; run B starts on the same cluster (a fresh actor, as a launcher
+    # does). With one fixed actor name B would kill A's actor; with run-scoped names each keeps its own levels.
+    address = ray_session.get_runtime_context().gcs_address
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+    ready, go = tmp_path / "a-ready", tmp_path / "go"
+    a = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(RUN_DRIVER), address, "win", str(ready), str(go)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        for _ in range(1200):
+            if ready.exists() or a.poll() is not None:
+                break
+            asyncio.run(asyncio.sleep(0.1))
+        assert ready.exists(), a.stderr.read() if a.stderr else ""
+        b = _driver(RUN_DRIVER, address, "lose", str(tmp_path / "b-ready"), "-")
+        go.touch()
+        out, err = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            a.kill()
+    assert a.returncode == 0, err[-3000:]
+    got_a = json.loads(out.strip().splitlines()[-1])
+    assert got_a["name"] != b["name"] and got_a["name"].startswith("gymverse_curriculum-")
+    assert got_a["levels"] == {"a:X": 2}  # A's promotion survived B's start
+    assert b["levels"] == {"a:X": 1}  # B's failures demoted nothing below 1 and never touched A
+
+
+def test_checkpoint_files_are_per_tag_and_resume_is_strict(tmp_path: Path) -> None:
+    from gymverse.curriculum import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+
+    svc = LocalCurriculum(CurriculumState(ComplexityController(promote_patience=1)))
+    for step in (1, 2):
+        svc.record(outcomes("a:X", [True] * 4, tag=f"s{step}"))
+        svc.end_step()
+        save_checkpoint(svc, str(tmp_path / f"global_step_{step}"), global_step=step)
+    assert svc.levels() == {"a:X": 3}
+    assert not list(tmp_path.rglob("*.tmp"))  # written atomically
+    older = LocalCurriculum(CurriculumState(ComplexityController(promote_patience=1)))
+    load_checkpoint(older, str(tmp_path / "global_step_1"))
+    assert older.levels() == {"a:X": 2}  # the tag resumed, not the newest
+    (tmp_path / "global_step_3").mkdir()
+    with pytest.raises(FileNotFoundError, match=f"global_step_3 has no {CHECKPOINT_FILE}"):
+        load_checkpoint(older, str(tmp_path / "global_step_3"))
+    assert older.levels() == {"a:X": 2}  # never silently reset
+
+
+def test_void_episodes_are_neither_success_nor_failure() -> None:
+    state = CurriculumState(ComplexityController(promote_patience=1, demote_patience=1))
+    for i, reason in enumerate(["env_error", "reset_error", "generation_aborted", "generation_error"]):
+        t = Trajectory("a:X", seed=i, complexity=1, stop_reason=reason, episode_id=f"v{i}")
+        assert EpisodeOutcome.of(t).error
+        state.record([t])
+    cut = Trajectory("a:X", seed=9, complexity=1, stop_reason="length", episode_id="cut")
+    assert not EpisodeOutcome.of(cut).error  # a length cut is the policy's failure
+    state.record([cut])
+    report = state.end_step()
+    assert report.episodes == 1 and report.success == {"a:X": 0.0}

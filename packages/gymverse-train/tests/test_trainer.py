@@ -67,13 +67,13 @@ def test_multi_turn_returns_place_on_each_turns_tokens() -> None:
 
 def test_trainer_uses_the_core_perpo(tokenizer: Any, make_model: Any, tmp_path: Path, monkeypatch: Any) -> None:
     seen: list[list[str]] = []
-    real = advantages.perpo_from_trajectories
+    real = advantages.advantages
 
-    def spy(trajs: Any, **kw: Any) -> Any:
-        seen.append([t.env_id for t in trajs])
-        return real(trajs, **kw)
+    def spy(batch: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(batch.env_ids)
+        return real(batch, *args, **kw)
 
-    monkeypatch.setattr(advantages, "perpo_from_trajectories", spy)
+    monkeypatch.setattr(advantages, "advantages", spy)  # the one core PERPO entry point
     cfg = _config(envs=["demo:EchoTarget", "game:GuessTheNumber"], max_turns=2, steps=1)
     trainer = Trainer(cfg, tmp_path, model=make_model(), tokenizer=tokenizer)
     m = trainer.train_step()
@@ -83,6 +83,31 @@ def test_trainer_uses_the_core_perpo(tokenizer: Any, make_model: Any, tmp_path: 
     assert len(rows) == 8 and all(r.metrics["step"] == 1 for r in rows)
     assert all(turn.advantage is not None for r in rows for turn in r.turns)
     assert max(len(r.turns) for r in rows if r.env_id == "game:GuessTheNumber") <= 2  # the curriculum's cap
+
+
+def test_steps_play_the_rows_make_dataset_writes(tokenizer: Any, make_model: Any, tmp_path: Path) -> None:
+    from gymverse.rollout import episode_specs
+
+    envs = ["demo:EchoTarget", "game:GuessTheNumber"]
+    cfg = _config(envs=envs, prompts_per_env=2, group_size=2, seed=11)
+    trainer = Trainer(cfg, tmp_path, model=make_model(), tokenizer=tokenizer)
+    played = []
+    for step in range(2):
+        trainer.step = step
+        seeds = trainer._seeds()
+        ids = [s.env_id for s in trainer.sessions]
+        played += sorted({(e, sd) for e, sd in zip(ids, seeds)})
+    rows = episode_specs(envs, 4, seed=11)  # what every adapter's `make-dataset --n 4 --seed 11` writes
+    assert sorted(played) == sorted((r.env_id, r.seed) for r in rows)
+
+
+def test_void_episodes_train_no_token() -> None:
+    ok, crashed = _traj("a", [1.0]), _traj("a", [0.0, 0.0], seed=1)
+    crashed.stop_reason, crashed.error = "env_error", "OSError: disk on fire"
+    other = _traj("a", [0.0], seed=2)
+    tok = advantages.assign([ok, crashed, other], "perpo")
+    assert not np.asarray(tok[1]).any()  # the crashed episode: no advantage on any token
+    assert np.asarray(tok[0]).max() == pytest.approx(1.0) and np.asarray(tok[2]).min() == pytest.approx(-1.0)
 
 
 def test_evolution_changes_the_next_reset(tokenizer: Any, make_model: Any, tmp_path: Path) -> None:

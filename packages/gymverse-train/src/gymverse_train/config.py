@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from gymverse.curriculum import ComplexityController, CurriculumState, StepwiseHorizon
+from gymverse.curriculum import CurriculumOptions, CurriculumState
 
 from gymverse_train.advantages import ALGOS
 
@@ -80,14 +80,19 @@ class TrainConfig:
             raise ValueError(f"unknown train setting(s) {unknown}")
         return cls(**dict(data))
 
-    def curriculum(self) -> CurriculumState:
-        """The run's core `CurriculumState` (evolution per env; horizon schedule or fixed turn cap)."""
-        controller = ComplexityController(
+    def curriculum_options(self) -> CurriculumOptions:
+        """The run's curriculum knobs, in the names every adapter uses."""
+        return CurriculumOptions(
+            evolve=self.evolve,
             initial_level=self.level,
             promote_at=self.promote_at,
             demote_at=self.demote_at,
-            promote_patience=self.patience,
-            demote_patience=self.patience,
+            patience=self.patience,
+            max_turns=self.max_turns,
+            horizon=",".join(str(r) for r in self.horizon_rounds or []),
+            horizon_interval=self.horizon_every,
         )
-        horizon = StepwiseHorizon(self.horizon_rounds, self.horizon_every) if self.horizon_rounds else None
-        return CurriculumState(controller, horizon, evolution=self.evolve, max_turns=self.max_turns)
+
+    def curriculum(self) -> CurriculumState:
+        """The run's core `CurriculumState` (evolution per env; horizon schedule or fixed turn cap)."""
+        return CurriculumState.from_config(self.curriculum_options().to_config())

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymverse.rollout import ChatRenderer, InProcessSession, PlainRenderer, Renderer, RolloutCollector
+from gymverse.failures import is_trained
+from gymverse.rollout import InProcessSession, Renderer, RolloutCollector, episode_specs, renderer_for
 from gymverse.trajectory import Trajectory, write_jsonl
 
 from gymverse_train import advantages
@@ -38,13 +39,6 @@ from gymverse_train.update import Sample, UpdateConfig, policy_update
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
-
-
-def make_renderer(tokenizer: Any, system_prompt: str = "") -> Renderer:
-    """The chat template's renderer when the tokenizer has one, else plain text blocks."""
-    if getattr(tokenizer, "chat_template", None):
-        return ChatRenderer(tokenizer, system_prompt=system_prompt)
-    return PlainRenderer(tokenizer, system_prompt=system_prompt)
 
 
 def _stop_ids(renderer: Renderer, tokenizer: Any) -> set[int]:
@@ -83,7 +77,7 @@ class Trainer:
         self.model, self.tokenizer = model, tokenizer
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-        self.renderer = make_renderer(tokenizer, config.system_prompt)
+        self.renderer = renderer_for(tokenizer, system_prompt=config.system_prompt)
         self.sampler = BatchedSampler(
             model,
             tokenizer,
@@ -115,10 +109,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _seeds(self) -> list[int]:
-        rng = np.random.default_rng([self.config.seed, self.step])
+        """Step s plays rounds ``s*P .. s*P+P-1`` of the one row scheme (`gymverse.rollout.episode_specs`), so
+        ``make-dataset --envs E --n N --seed S`` in any adapter lists the episodes this run plays first."""
         c = self.config
-        inst = rng.integers(0, 2**31 - 1, size=(len(c.envs), c.prompts_per_env))
-        return [int(s) for row in inst for s in row for _ in range(c.group_size)]
+        specs = episode_specs(c.envs, c.prompts_per_env, seed=c.seed + self.step * c.prompts_per_env)
+        by_env = {e: [s.seed for s in specs if s.env_id == e] for e in c.envs}
+        return [int(seed or 0) for e in c.envs for seed in by_env[e] for _ in range(c.group_size)]
 
     def rollout(self) -> list[Trajectory]:
         """Play this step's episodes (updates the curriculum)."""
@@ -135,7 +131,7 @@ class Trainer:
         trajs = self.rollout()
         gen_s = time.perf_counter() - started
         report = self.collector.last_report
-        usable = [t for t in trajs if t.error is None and t.tokens is not None]
+        usable = [t for t in trajs if t.tokens is not None and is_trained(t.stop_reason)]  # gymverse.failures
         token_adv = advantages.assign(usable, self.config.algo, gamma=self.config.gamma)
         samples = []
         for t, adv in zip(usable, token_adv):

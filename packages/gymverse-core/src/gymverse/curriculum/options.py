@@ -121,6 +121,9 @@ class CurriculumOptions:
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, prefix: str = "") -> CurriculumOptions:
         """From command-line strings (``"true"``, ``"0.7"``, ``"null"``), converted by each knob's type."""
+        unknown = sorted(set(raw) - set(KNOBS))
+        if unknown:
+            raise ValueError(f"unknown curriculum option(s) {[prefix + k for k in unknown]}; known: {list(KNOBS)}")
         return cls.from_dict({k: parse_value(cls, k, v, prefix=prefix) for k, v in raw.items()}, prefix=prefix)
 
 

@@ -26,8 +26,8 @@ class BlockingRunner:
         self.abandoned = 0  # calls left running after their timeout
         self._lock = threading.Lock()
 
-    async def call(self, timeout: float | None, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` in the pool; `StepTimeout` if it runs longer than `timeout` once started."""
+    async def call(self, timeout: float | None, fn: Callable[..., Any], *args: Any, limit: str = "step_timeout") -> Any:
+        """Run ``fn(*args)`` in the pool; `StepTimeout` (naming `limit`) if it runs longer than `timeout`."""
         loop = asyncio.get_running_loop()
         if timeout is None:
             return await loop.run_in_executor(self.executor, fn, *args)
@@ -45,7 +45,7 @@ class BlockingRunner:
                 return await task
         except TimeoutError:
             self._abandon()
-            raise StepTimeout(f"env call exceeded step_timeout={timeout}s") from None
+            raise StepTimeout(f"env call exceeded {limit}={timeout}s") from None
 
     def _abandon(self) -> None:
         with self._lock:

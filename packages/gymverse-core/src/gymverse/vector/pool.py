@@ -82,16 +82,16 @@ class EnvSession:
     async def _call(self, method: str, arg: Any) -> Any:
         env = self._slot._env()
         timeout = self._pool.reset_timeout if method == "reset" else self._pool.step_timeout
+        name = "reset_timeout" if method == "reset" else "step_timeout"
         if not is_native_async(env):
             # timed from when the call starts, on a pool that replaces threads lost to hung calls
-            return await self._pool._runner.call(timeout, getattr(env, method), arg)
+            return await self._pool._runner.call(timeout, getattr(env, method), arg, limit=name)
         aw = getattr(env, "a" + method)(arg)
         if timeout is None:
             return await aw
         try:
             return await asyncio.wait_for(aw, timeout)
         except TimeoutError:
-            name = "reset_timeout" if method == "reset" else "step_timeout"
             raise StepTimeout(f"env call exceeded {name}={timeout}s") from None
 
     def set_complexity(self, level: int) -> None:
