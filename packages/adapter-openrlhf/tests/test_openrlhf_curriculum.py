@@ -23,7 +23,14 @@ from gymverse_openrlhf import curriculum, train
 from gymverse_openrlhf.agent_func import AgentExecutor
 from gymverse_openrlhf.cli import initial_observation
 from gymverse_openrlhf.config import ENV_VAR, GymVerseConfig, split_argv, with_openrlhf
-from gymverse_openrlhf.patch import JOB_CONFIG_VAR, SETUP_HOOK, patch_experience_maker, patch_launcher, runtime_env, unwrap
+from gymverse_openrlhf.patch import (
+    JOB_CONFIG_VAR,
+    SETUP_HOOK,
+    patch_experience_maker,
+    patch_launcher,
+    runtime_env,
+    unwrap,
+)
 from openrlhf.trainer.ppo_utils import experience_maker as em
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
@@ -80,7 +87,9 @@ class FakeDeepSpeedActor:
     def __init__(self, ckpt_path: str) -> None:
         self.folder = os.path.join(ckpt_path, "_actor")
 
-    def save_checkpoint(self, tag: str, client_states: Any = None, metric_value: Any = None, metric_key: Any = None) -> None:
+    def save_checkpoint(
+        self, tag: str, client_states: Any = None, metric_value: Any = None, metric_key: Any = None
+    ) -> None:
         folder = self.folder
         os.makedirs(os.path.join(folder, tag), exist_ok=True)
         with open(os.path.join(folder, tag, "mp_rank_00_model_states.pt"), "w") as fh:
@@ -94,7 +103,7 @@ def test_levels_flow_from_success_to_reset_and_into_each_checkpoint_tag(
 ) -> None:
     cfg = evolving(tmp_path, patience=1)
     monkeypatch.setenv(ENV_VAR, cfg.to_json())
-    curriculum.reset_handle()
+    curriculum._service.clear()
     curriculum.create_actor(cfg)  # what the launcher does; it keeps no handle (the actor is detached)
     gc.collect()
     outs = [episode(tokenizer, engine_cls, sampling_params, 20 + i, 1) for i in range(3)]
@@ -110,7 +119,9 @@ def test_levels_flow_from_success_to_reset_and_into_each_checkpoint_tag(
         reward=SimpleNamespace(clip_range=(-10.0, 10.0), overlong_buffer_len=None, stop_properly_penalty_coef=None),
         train=SimpleNamespace(dynamic_batch_enable=False),
     )
-    maker = em.RemoteExperienceMaker(None, None, None, None, FixedKLController(0.0), SimpleNamespace(args=args), tokenizer)
+    maker = em.RemoteExperienceMaker(
+        None, None, None, None, FixedKLController(0.0), SimpleNamespace(args=args), tokenizer
+    )
     batches = maker.split_rollout_samples(samples)
     for exp in batches:
         exp.kl = exp.action_mask.float() * 0
@@ -131,7 +142,7 @@ def test_levels_flow_from_success_to_reset_and_into_each_checkpoint_tag(
     # OpenRLHF's trainer saves a tag through RayActorGroup.async_run_method: the curriculum lands in that tag's
     # folder once the model actors have saved it
     group = object.__new__(launcher.RayActorGroup)
-    group._actor_handlers = [FakeDeepSpeedActor.remote(str(tmp_path))]
+    group._actor_handlers = [FakeDeepSpeedActor.remote(str(tmp_path))]  # type: ignore[attr-defined]
     patch_launcher(launcher, cfg)
     try:
         ray.get(group.async_run_method("save_checkpoint", tag="global_step5", client_states={}))
@@ -147,7 +158,7 @@ def test_levels_flow_from_success_to_reset_and_into_each_checkpoint_tag(
     # a resumed run restores the tag OpenRLHF resumes (DeepSpeed's latest, here pointed back at the older tag),
     # not the newest levels; a tag without the file is refused
     (tmp_path / "_actor" / "latest").write_text("global_step5")
-    curriculum.reset_handle()
+    curriculum._service.clear()
     resumed = curriculum.create_actor(evolving(tmp_path, patience=1), curriculum.resumed_folder(str(tmp_path)))
     assert resumed.episode_config(ENV).complexity == 2
     (tmp_path / "_actor" / "global_step7").mkdir()
@@ -157,11 +168,11 @@ def test_levels_flow_from_success_to_reset_and_into_each_checkpoint_tag(
     fresh = curriculum.create_actor(evolving(tmp_path))
     assert fresh.levels() == {}
     fresh.stop()
-    curriculum.reset_handle()
+    curriculum._service.clear()
 
 
 def test_missing_actor_is_a_clear_error(ray_cluster: Any) -> None:
-    curriculum.reset_handle()
+    curriculum._service.clear()
     with pytest.raises(RuntimeError, match=r"gymverse_openrlhf\.train"):
         curriculum.get_service()
 
@@ -205,7 +216,11 @@ def test_two_concurrent_runs_on_one_cluster_keep_separate_levels(ray_cluster: An
     runs = [
         subprocess.Popen(
             [sys.executable, "-c", DRIVER, address, str(wins)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
         )
         for wins in (3, 0)  # run A promotes GuessTheNumber; run B (started while A runs) records nothing
     ]
@@ -233,7 +248,10 @@ def test_launcher_refuses_modes_that_break_the_curriculum_or_perpo(tmp_path: Any
         ([*perpo, "--gymverse.evolve", "--train.async_enable"], r"--train\.async_enable: .*synchronous rollouts"),
         ([*perpo, "--train.async_enable", "--train.partial_rollout_enable"], r"--train\.partial_rollout_enable: "),
         (["--gymverse.evolve", "--train.async_enable"], r"--train\.async_enable: "),
-        (["--gymverse.norm", "env", "--algo.advantage.estimator", "group_norm"], r"--algo\.advantage\.estimator group_norm: .* reinforce"),
+        (
+            ["--gymverse.norm", "env", "--algo.advantage.estimator", "group_norm"],
+            r"--algo\.advantage\.estimator group_norm: .* reinforce",
+        ),
         (["--gymverse.norm", "env", "--algo.advantage.estimator", "reinforce"], r"--algo\.kl\.init_coef 0\.01 without"),
         ([*perpo, "--data.max_len", "1024"], r"--data\.max_len 1024 .* max_position_embeddings 512"),
     ]
@@ -245,14 +263,27 @@ def test_launcher_refuses_modes_that_break_the_curriculum_or_perpo(tmp_path: Any
         assert ENV_VAR not in os.environ  # refused before anything of the run started
     with pytest.raises(SystemExit, match=r"unknown GymVerse option\(s\) \['--gymverse\.evolve_patience'\]"):
         split_argv(["--gymverse.evolve_patience", "2"])
+    with pytest.raises(SystemExit, match=r"or --gymverse\.norm"):
+        split_argv(["--gymverse.norm", "grpo"])
     with pytest.raises(SystemExit, match="patience must be >= 1"):
         split_argv(["--gymverse.patience", "0"])
 
 
 def test_flags_map_onto_curriculum_options_and_openrlhf_batch_settings(tmp_path: Any) -> None:
     cfg, rest = split_argv(
-        ["--a", "1", "--gymverse.norm", "env", "--gymverse.evolve", "--gymverse.patience=2", "--gymverse.horizon",
-         "4,8", "--b", "--gymverse.eval_level", "3"]
+        [
+            "--a",
+            "1",
+            "--gymverse.norm",
+            "env",
+            "--gymverse.evolve",
+            "--gymverse.patience=2",
+            "--gymverse.horizon",
+            "4,8",
+            "--b",
+            "--gymverse.eval_level",
+            "3",
+        ]
     )
     assert rest == ["--a", "1", "--b"]
     assert cfg.curriculum == CurriculumOptions(evolve=True, patience=2, horizon="4,8", eval_level=3)
@@ -273,10 +304,6 @@ def test_submitted_job_runtime_env_is_completed_not_overridden() -> None:
     merged = runtime_env(cfg, {JOB_CONFIG_VAR: json.dumps(job)})
     assert "NCCL_DEBUG" not in merged["env_vars"]  # the job's value stays in charge
     assert merged["env_vars"][ENV_VAR] == cfg.to_json() and merged["worker_process_setup_hook"] == SETUP_HOOK
-    same_hook = {"runtime_env": {"worker_process_setup_hook": SETUP_HOOK}}
-    assert "worker_process_setup_hook" not in runtime_env(cfg, {JOB_CONFIG_VAR: json.dumps(same_hook)})
-    other_hook = {"runtime_env": {"worker_process_setup_hook": "lab.setup"}}
-    with pytest.raises(RuntimeError, match=r"worker_process_setup_hook='lab\.setup'"):
-        runtime_env(cfg, {JOB_CONFIG_VAR: json.dumps(other_hook)})
-    with pytest.raises(RuntimeError, match=f"sets {ENV_VAR}"):
-        runtime_env(cfg, {JOB_CONFIG_VAR: json.dumps({"runtime_env": {"env_vars": {ENV_VAR: "{}"}}})})
+    for job_env in ({"worker_process_setup_hook": "lab.setup"}, {"env_vars": {ENV_VAR: "{}"}}):
+        with pytest.raises(RuntimeError, match=f"sets worker_process_setup_hook or {ENV_VAR}: drop them"):
+            runtime_env(cfg, {JOB_CONFIG_VAR: json.dumps({"runtime_env": job_env})})

@@ -266,7 +266,7 @@ ADAPTER_RAN = (
     "gymverse_openrlhf.train.main",
     "gymverse_openrlhf.train.main.<locals>.checked.<locals>.after_parse",
     "gymverse_openrlhf.train.start",
-    "gymverse_openrlhf.patch.setup_worker",
+    "gymverse_openrlhf.patch.install",
     "gymverse_openrlhf.curriculum.create_actor",
     "gymverse_openrlhf.executor.AgentExecutor.execute",
     "gymverse_openrlhf.executor.response",

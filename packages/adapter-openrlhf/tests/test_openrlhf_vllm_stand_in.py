@@ -27,7 +27,7 @@ def single_turn(actor: Any, tokenizer: Any, params: Any) -> dict[str, Any]:
 def test_openrlhf_reads_logprobs_only_when_asked(rollout: Any, tokenizer: Any, logprobs: Any) -> None:
     params = vllm.SamplingParams(max_tokens=None, logprobs=logprobs)
     out = single_turn(rollout(), tokenizer, params)
-    (start, end), = out["action_ranges"]
+    ((start, end),) = out["action_ranges"]
     assert end > start and out["observation_tokens"][end - 1] == tokenizer.eos_token_id
     if logprobs is None:
         assert out["rollout_log_probs"] is None
@@ -42,7 +42,7 @@ def test_aborted_request_is_a_finished_output_with_no_token(rollout: Any, tokeni
     assert final.finished and final.outputs[0].finish_reason == "abort" and final.outputs[0].token_ids == []
     actor.llm.faults = ["abort"]
     out = single_turn(actor, tokenizer, vllm.SamplingParams(max_tokens=None))
-    (start, end), = out["action_ranges"]
+    ((start, end),) = out["action_ranges"]
     assert start == end  # what OpenRLHF itself makes of it: an empty reply
 
 

@@ -1,16 +1,11 @@
-"""``gymverse-openrlhf``: the agent file's path and the prompt dataset.
-
-A dataset row is ``{"prompt": the env's first observation, "label": EpisodeSpec JSON}``: OpenRLHF hands an agent
-only the prompt (``--data.input_key``) and the label (``--data.label_key``), so the episode travels in the label.
-Rows and seeds are core's one scheme (`gymverse.rollout.dataset.episode_specs`).
-"""
+"""``gymverse-openrlhf``: the agent file's path, and the dataset: rows ``{"prompt": first observation, "label":
+EpisodeSpec JSON}`` in core's one row and seed scheme (`episode_specs`); OpenRLHF hands an agent only these two."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 
 from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
@@ -19,15 +14,13 @@ INPUT_KEY, LABEL_KEY = "prompt", "label"
 
 
 def agent_path() -> str:
-    """Absolute path of the shipped agent file (for ``--train.agent_func_path``)."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_func.py")
 
 
 def initial_observation(env_id: str, seed: int | None, complexity: int | None) -> str:
-    """The env's first observation for (seed, complexity), as the agent will see it at reset."""
     from gymverse.registry import make
 
-    env = make(env_id) if complexity is None else make(env_id, complexity=complexity)
+    env = make(env_id, **({} if complexity is None else {"complexity": complexity}))
     try:
         return env.reset(seed=seed)[0]
     finally:
@@ -37,26 +30,22 @@ def initial_observation(env_id: str, seed: int | None, complexity: int | None) -
 def make_dataset(
     env_ids: Sequence[str], n: int, out: str, *, seed: int = 0, complexity: int | None = None, split: str = "train"
 ) -> int:
-    """Write `n` prompts per env as JSONL (keys `INPUT_KEY`, `LABEL_KEY`); returns the number of rows."""
     from gymverse.rollout.dataset import episode_specs
 
     specs = episode_specs(env_ids, n, seed=seed, complexity=complexity, split=split)
-    rows = [
-        {INPUT_KEY: initial_observation(s.env_id, s.seed, s.complexity), LABEL_KEY: json.dumps(s.to_dict())}
-        for s in specs
-    ]
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as fh:
-        fh.writelines(json.dumps(row) + "\n" for row in rows)
-    return len(rows)
+        for s in specs:
+            row = {INPUT_KEY: initial_observation(s.env_id, s.seed, s.complexity), LABEL_KEY: json.dumps(s.to_dict())}
+            fh.write(json.dumps(row) + "\n")
+    return len(specs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point."""
     p = argparse.ArgumentParser(prog="gymverse-openrlhf", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("agent-path", help="print the path to pass as --train.agent_func_path")
-    add_dataset_arguments(sub.add_parser("make-dataset", help="write a prompt dataset (JSONL)"), suffix=".jsonl", split=True)
+    add_dataset_arguments(sub.add_parser("make-dataset", help="write the prompts (JSONL)"), suffix=".jsonl", split=True)
     args = p.parse_args(argv)
     if args.cmd == "agent-path":
         print(agent_path())
@@ -67,7 +56,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return f"wrote {count} prompts to {args.out} (--data.input_key {INPUT_KEY} --data.label_key {LABEL_KEY})"
 
     return run_dataset_writer(args, write, prog="gymverse-openrlhf")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
