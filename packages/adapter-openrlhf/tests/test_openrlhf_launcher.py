@@ -272,7 +272,7 @@ ADAPTER_RAN = (
     "gymverse_openrlhf.executor.response",
     "gymverse_openrlhf.advantages.gymverse_advantages",
     "gymverse_openrlhf.advantages.episode_batch",
-    "gymverse_openrlhf.advantages.close_curriculum_step",
+    "gymverse_openrlhf.advantages.make_patched.<locals>.compute_advantages_and_returns",
     "gymverse_openrlhf.patch.patch_launcher.<locals>.make.<locals>.async_run_method",
 )
 #: OpenRLHF's advantage code that GymVerse's PERPO replaces: traced, and must not run.

@@ -4,6 +4,7 @@ launcher and the actors OpenRLHF's driver creates, `RolloutRayActor` and `PPOTra
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from gymverse.curriculum import RayCurriculum, connect_ray_curriculum, start_ray_curriculum
 from gymverse.curriculum.service import load_checkpoint, run_scoped_name
@@ -20,11 +21,8 @@ def actor_name() -> str:
 
 def resumed_folder(ckpt_path: str) -> str | None:
     """The checkpoint tag folder ``--ckpt.load_enable`` resumes (DeepSpeed's ``_actor/latest``), if any."""
-    latest = os.path.join(ckpt_path, "_actor", "latest")
-    if not os.path.exists(latest):
-        return None
-    with open(latest) as fh:
-        return os.path.join(ckpt_path, "_actor", fh.read().strip())
+    latest = Path(ckpt_path, "_actor", "latest")
+    return os.path.join(ckpt_path, "_actor", latest.read_text().strip()) if latest.exists() else None
 
 
 def create_actor(cfg: GymVerseConfig, resume: str | None = None) -> RayCurriculum:

@@ -64,8 +64,8 @@ def wrap(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..
 
 
 def unwrap(owner: Any, name: str) -> None:
-    if getattr(vars(owner)[name], "_gymverse", False):
-        setattr(owner, name, vars(owner)[name].__wrapped__)
+    if getattr(getattr(owner, name, None), "_gymverse", False):
+        setattr(owner, name, getattr(owner, name).__wrapped__)
 
 
 def patch_experience_maker(module: ModuleType, cfg: GymVerseConfig) -> None:

@@ -29,7 +29,8 @@ def refusal(cfg: GymVerseConfig, args: Any) -> str | None:
         return f"--algo.kl.init_coef {kl.init_coef} without --algo.kl.use_loss: KL in the reward, PERPO has none there"
     from transformers import AutoConfig
 
-    limit = getattr(AutoConfig.from_pretrained(args.actor.model_name_or_path), "max_position_embeddings", None)
+    model = AutoConfig.from_pretrained(args.actor.model_name_or_path, trust_remote_code=True)  # as OpenRLHF loads it
+    limit = getattr(model, "max_position_embeddings", None)
     if limit is not None and args.data.max_len > limit:
         return (
             f"--data.max_len {args.data.max_len} (vLLM's max_model_len) > the model's max_position_embeddings {limit}"
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         runpy.run_module(ENTRY, run_name="__main__", alter_sys=True)
     finally:
-        unwrap(sys.modules[CONFIG], "hierarchize")
+        unwrap(sys.modules.get(CONFIG), "hierarchize")
         for name in filter(None, actors):
             connect_ray_curriculum(name).stop()
 

@@ -78,7 +78,7 @@ TRACED: dict[str, tuple[str, ...]] = {
     "gymverse_openrlhf.patch": ("install", "patch_experience_maker", "patch_launcher"),
     "gymverse_openrlhf.curriculum": ("create_actor", "get_service"),
     "gymverse_openrlhf.executor": ("AgentExecutor.execute", "response"),
-    "gymverse_openrlhf.advantages": ("gymverse_advantages", "episode_batch", "close_curriculum_step"),
+    "gymverse_openrlhf.advantages": ("gymverse_advantages", "episode_batch"),
 }
 #: Packages whose frames above a traced call are recorded too.
 PACKAGES = ("openrlhf", "gymverse_openrlhf")
