@@ -269,6 +269,32 @@ def test_launcher_refuses_modes_that_break_the_curriculum_or_perpo(tmp_path: Any
         split_argv(["--gymverse.patience", "0"])
 
 
+def test_readme_launch_line_passes_openrlhfs_parser_and_the_refusals(tmp_path: Any, monkeypatch: Any) -> None:
+    """The README's added lines (with OpenRLHF's default KL coefficient) reach `start` with the config the workers
+    get: the pool sized from OpenRLHF's batch settings, the checkpoint folder, the curriculum knobs."""
+    from transformers import LlamaConfig
+
+    LlamaConfig(max_position_embeddings=4096).save_pretrained(tmp_path / "model")
+    readme = ["--data.prompt_dataset", "p.jsonl", "--data.input_key", "prompt", "--data.label_key", "label"]
+    readme += ["--data.apply_chat_template", "--algo.advantage.estimator", "reinforce", "--algo.kl.use_loss"]
+    readme += ["--gymverse.norm", "env", "--gymverse.evolve"]
+    lab = ["--actor.model_name_or_path", str(tmp_path / "model"), "--ckpt.path", str(tmp_path / "ck")]
+    lab += ["--rollout.batch_size", "32", "--rollout.n_samples_per_prompt", "4", "--ckpt.load_enable"]
+    seen: list[Any] = []
+
+    def fake_start(cfg: GymVerseConfig, load: bool = False) -> None:
+        seen.append((cfg, load))
+        raise SystemExit("started")
+
+    monkeypatch.setattr(train, "start", fake_start)
+    monkeypatch.setattr(sys, "argv", ["x"])
+    with pytest.raises(SystemExit, match=r"^started$"):
+        train.main([*lab, *readme])
+    ((cfg, load),) = seen
+    assert load and cfg.norm == "env" and cfg.curriculum == CurriculumOptions(evolve=True)
+    assert cfg.pool_size == 128 and cfg.ckpt_path == str(tmp_path / "ck")
+
+
 def test_flags_map_onto_curriculum_options_and_openrlhf_batch_settings(tmp_path: Any) -> None:
     cfg, rest = split_argv(
         [
