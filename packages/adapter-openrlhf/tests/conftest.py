@@ -80,7 +80,8 @@ class ScriptedEngine:
     """Stand-in for OpenRLHF's rollout engine: answers each `generate` call with the next scripted action.
 
     Each action is tokenized and closed with the EOS token, cut to ``sampling_params.max_tokens`` like vLLM
-    (``finish_reason="length"`` then). It records every prompt it was asked to continue.
+    (``finish_reason="length"`` then), with log-probs only when ``sampling_params.logprobs`` is set (as vLLM). It
+    records every prompt it was asked to continue.
     """
 
     def __init__(self, tokenizer: Any, actions: list[str]) -> None:
@@ -101,7 +102,12 @@ class ScriptedEngine:
         if limit is not None and len(ids) > limit:
             ids, reason = ids[:limit], "length"
         self.returned.append(ids)
-        return _RequestOutput([_Completion(ids, self.tokenizer.decode(ids), reason)])
+        logprobs = None
+        if sampling_params.logprobs is not None:
+            from vllm import Logprob
+
+            logprobs = [{t: Logprob(-0.5)} for t in ids]
+        return _RequestOutput([_Completion(ids, self.tokenizer.decode(ids), reason, logprobs)])
 
 
 @pytest.fixture
@@ -116,6 +122,31 @@ def sampling_params() -> Any:
     import vllm
 
     return vllm.SamplingParams(max_tokens=None, skip_special_tokens=False)
+
+
+def rollout_actor(model_dir: str, max_model_len: int) -> Any:
+    """OpenRLHF's real `RolloutRayActor` (its Ray-free class, ``__init__`` skipped: no GPU placement to set up)
+    around the vLLM stand-in's `AsyncLLMEngine` for the tokenizer saved in `model_dir`."""
+    import vllm
+    from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
+
+    actor = object.__new__(RolloutRayActor.__ray_metadata__.modified_class)
+    actor.llm = vllm.AsyncLLMEngine(vllm.AsyncEngineArgs(model=model_dir, max_model_len=max_model_len))
+    actor._mm_pad_token_ids = None
+    return actor
+
+
+@pytest.fixture
+def model_dir(tokenizer: Any, tmp_path: Any) -> str:
+    """The test tokenizer saved where the vLLM stand-in loads it from (its ``model`` path)."""
+    tokenizer.save_pretrained(tmp_path / "model")
+    return str(tmp_path / "model")
+
+
+@pytest.fixture
+def rollout(model_dir: str) -> Any:
+    """``rollout(max_model_len)``: a `rollout_actor` on the test tokenizer."""
+    return lambda max_model_len=4096: rollout_actor(model_dir, max_model_len)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import gymverse
 import pytest
+from gymverse.rollout.dataset import EpisodeSpec, episode_specs
 from gymverse_openrlhf.cli import agent_path, main
 from gymverse_openrlhf.executor import AgentExecutor
-from gymverse_openrlhf.labels import EnvLabel
 from openrlhf.datasets.prompts_dataset import PromptDataset
 from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 from openrlhf.utils.agent import AgentExecutorBase
@@ -32,7 +32,8 @@ def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path: Any, tokeni
     assert "--data.input_key prompt --data.label_key label" in capsys.readouterr().out
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 6
-    labels = [EnvLabel.parse(r["label"]) for r in rows]
+    labels = [EpisodeSpec.from_dict(json.loads(r["label"])) for r in rows]
+    assert labels == episode_specs(envs, 3, seed=5)  # core's one row schema and seed scheme
     assert [(lb.env_id, lb.seed, lb.env_index) for lb in labels] == [(envs[i % 2], 5 + i // 2, i % 2) for i in range(6)]
     for row, lb in zip(rows, labels):
         assert row["prompt"] == gymverse.make(lb.env_id).reset(seed=lb.seed)[0]
@@ -57,6 +58,7 @@ def test_make_dataset_rows_read_by_openrlhf_prompt_dataset(tmp_path: Any, tokeni
         (["--envs", "game:Nope", "--n", "1"], "unknown env id(s) ['game:Nope']"),
         (["--envs", "game:GuessTheNumber", "--n", "0"], "--n must be >= 1"),
         (["--envs", "game:GuessTheNumber,game:GuessTheNumber", "--n", "1"], "env ids repeat"),
+        (["--envs", "game:GuessTheNumber", "--n", "1", "--split", "test"], "split must be one of"),
     ],
 )
 def test_make_dataset_rejects_bad_input(tmp_path: Any, capsys: Any, args: Any, message: Any) -> None:

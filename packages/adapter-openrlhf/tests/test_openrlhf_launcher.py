@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -168,32 +169,31 @@ def action_turn_ends(mask: Any) -> list[int]:
 
 
 def check_perpo(batch: list[dict[str, Any]]) -> int:
-    """Every advantage of a rollout batch equals core PERPO from the recorded per-turn rewards; returns the
-    number of episodes whose turns got different advantages (per-turn, not per-episode)."""
+    """Every advantage of a rollout batch equals core PERPO (`gymverse.perpo.advantages`) on the episode records
+    the agents returned in the labels; returns the number of episodes whose turns got different advantages."""
     import torch
-    from gymverse.perpo import perpo_token_advantages
+    from gymverse.perpo import advantages
+    from gymverse.rollout.batch import EpisodeBatch, EpisodeRecord
 
     width = max(int(e["action_mask"].shape[1]) for e in batch)
-    masks, env_ids, rewards, ends = [], [], [], []
+    masks, records = [], []
     for exp in batch:
         for label, reward, mask in zip(exp["labels"], exp["rewards"], exp["action_mask"]):
-            parsed = json.loads(label)
-            turn_rewards = [float(r) for r in parsed["turn_rewards"]]
+            record = EpisodeRecord.from_dict(json.loads(label)["episode"])
             turn_ends = action_turn_ends(mask)
-            assert len(turn_ends) == len(turn_rewards), (turn_ends, turn_rewards)  # one reward per reply
-            assert float(reward) == pytest.approx(sum(turn_rewards), abs=1e-6)  # the scalar reward is their sum
+            assert len(turn_ends) == len(record.turn_rewards), (turn_ends, record)  # one reward per reply
+            assert float(reward) == pytest.approx(sum(record.turn_rewards), abs=1e-6)  # the scalar reward is their sum
             masks.append(torch.nn.functional.pad(mask.long(), (0, width - mask.shape[0])))
-            env_ids.append(parsed["env_id"])
-            rewards.append(turn_rewards)
-            ends.append(turn_ends)
-    expected = perpo_token_advantages(torch.stack(masks), env_ids, rewards, turn_ends=ends, gamma=GAMMA, eps=1e-9)
+            records.append(replace(record, turn_ends=tuple(turn_ends)))
+    expected = advantages(EpisodeBatch.of(records, torch.stack(masks)), gamma=GAMMA, eps=1e-9)
+    assert expected.tokens is not None
     got = torch.cat([torch.nn.functional.pad(e["advantages"], (0, width - e["advantages"].shape[1])) for e in batch])
     mask = torch.stack(masks).bool()
-    assert torch.allclose(got[mask].double(), expected.advantages[mask].double(), atol=1e-5), (got, expected)
+    assert torch.allclose(got[mask].double(), expected.tokens[mask].double(), atol=1e-5), (got, expected)
     assert not got[~mask].any()  # prompt and env tokens carry no advantage
     per_turn = 0
-    for row, turn_ends in zip(got, ends):
-        values = {round(float(row[end - 1]), 6) for end in turn_ends}
+    for row, record in zip(got, records):
+        values = {round(float(row[end - 1]), 6) for end in record.turn_ends}
         per_turn += len(values) > 1
     return per_turn
 
@@ -264,14 +264,16 @@ OPENRLHF_RAN = (
 #: Adapter functions the run must go through.
 ADAPTER_RAN = (
     "gymverse_openrlhf.train.main",
+    "gymverse_openrlhf.train.main.<locals>.checked.<locals>.after_parse",
     "gymverse_openrlhf.train.start",
-    "gymverse_openrlhf.patch.setup_worker",
+    "gymverse_openrlhf.patch.install",
     "gymverse_openrlhf.curriculum.create_actor",
     "gymverse_openrlhf.executor.AgentExecutor.execute",
+    "gymverse_openrlhf.executor.response",
     "gymverse_openrlhf.advantages.gymverse_advantages",
-    "gymverse_openrlhf.advantages.perpo_advantages",
-    "gymverse_openrlhf.advantages.close_curriculum_step",
-    "gymverse_openrlhf.patch.patch_trainer.<locals>.save_logs_and_checkpoints",
+    "gymverse_openrlhf.advantages.episode_batch",
+    "gymverse_openrlhf.advantages.make_patched.<locals>.compute_advantages_and_returns",
+    "gymverse_openrlhf.patch.patch_launcher.<locals>.make.<locals>.async_run_method",
 )
 #: OpenRLHF's advantage code that GymVerse's PERPO replaces: traced, and must not run.
 REPLACED = (
@@ -348,9 +350,9 @@ def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_pat
         actor_dir = ckpt / "checkpoints" / "_actor"
         assert sorted(p.name for p in actor_dir.iterdir()) == ["global_step1", "global_step2", "latest"]
         assert (actor_dir / "latest").read_text() == "global_step2"
-        state = json.loads((ckpt / "checkpoints" / "gymverse_curriculum.json").read_text())
-        assert state["global_step"] == 2
-        assert state["controller"]["envs"][ENV]["level"] == 3
+        for tag, level in (("global_step1", 2), ("global_step2", 3)):  # each tag holds the levels it resumes with
+            state = json.loads((actor_dir / tag / "gymverse_curriculum.json").read_text())
+            assert (state["tag"], state["controller"]["envs"][ENV]["level"]) == (tag, level)
 
         run_launcher(
             [*flags, "--ckpt.load_enable", "--train.num_episodes", "2"],
@@ -365,8 +367,8 @@ def test_real_launcher_two_batches_checkpoint_and_resume(tokenizer: Any, tmp_pat
         assert levels(batches2) == [3, 4]  # the restored level, then promoted again
         assert synced_before_rollout(trace2)  # OpenRLHF restored global_step 2 from the actor's checkpoint states
         assert sorted(p.name for p in actor_dir.iterdir()) == [f"global_step{i}" for i in (1, 2, 3, 4)] + ["latest"]
-        state = json.loads((ckpt / "checkpoints" / "gymverse_curriculum.json").read_text())
-        assert (state["global_step"], state["controller"]["envs"][ENV]["level"]) == (4, 5)
+        state = json.loads((actor_dir / "global_step4" / "gymverse_curriculum.json").read_text())
+        assert (state["tag"], state["controller"]["envs"][ENV]["level"]) == ("global_step4", 5)
     finally:
         _kill_run(run_marker)
         shutil.rmtree(ray_tmp, ignore_errors=True)

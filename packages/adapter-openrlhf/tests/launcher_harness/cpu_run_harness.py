@@ -75,10 +75,10 @@ TRACED: dict[str, tuple[str, ...]] = {
     "openrlhf.models.actor": ("Actor.__init__", "Actor.forward"),
     "openrlhf.models.loss": ("PolicyLoss.forward",),
     "openrlhf.models.utils": ("log_probs_from_logits", "compute_reward", "masked_mean"),
-    "gymverse_openrlhf.patch": ("install", "setup_worker", "patch_experience_maker", "patch_trainer"),
+    "gymverse_openrlhf.patch": ("install", "patch_experience_maker", "patch_launcher"),
     "gymverse_openrlhf.curriculum": ("create_actor", "get_service"),
-    "gymverse_openrlhf.executor": ("AgentExecutor.execute",),
-    "gymverse_openrlhf.advantages": ("gymverse_advantages", "perpo_advantages", "close_curriculum_step"),
+    "gymverse_openrlhf.executor": ("AgentExecutor.execute", "response"),
+    "gymverse_openrlhf.advantages": ("gymverse_advantages", "episode_batch"),
 }
 #: Packages whose frames above a traced call are recorded too.
 PACKAGES = ("openrlhf", "gymverse_openrlhf")

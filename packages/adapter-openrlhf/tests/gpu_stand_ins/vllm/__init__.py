@@ -3,13 +3,21 @@
 `AsyncLLMEngine` continues a token prompt the way a policy playing ``game:GuessTheNumber`` would: it decodes the
 conversation, reads the range from the latest task statement and narrows it with every "too low"/"too high"
 feedback, and answers ``\\boxed{mid}``. Every second episode (first reply of a conversation) it first answers
-without a box, a format error. Replies are tokenized, closed with EOS and cut to ``max_tokens`` as vLLM does.
+without a box, a format error (tests may set ``policy`` to another conversation -> reply function). Replies are
+tokenized, closed with EOS and cut to ``max_tokens`` and to ``max_model_len`` as vLLM does.
+
+It fails the way vLLM 0.29 does: log-probs only when ``SamplingParams.logprobs`` is set (a ``{token_id: Logprob}``
+dict per generated token, the sampled token among them); a prompt longer than ``max_model_len`` raises
+`vllm.exceptions.VLLMValidationError` (a ValueError) from ``generate``; and faults queued in ``faults`` happen to
+the next requests: ``"abort"`` (a finished output with no token and ``finish_reason="abort"``, what an aborted
+request returns), ``"engine_error"`` (`vllm.v1.engine.exceptions.EngineGenerateError`) and ``"dead"``
+(`EngineDeadError`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +36,15 @@ class SamplingParams:
     skip_special_tokens: bool = True
     logprobs: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Logprob:
+    """vLLM's per-token log-prob entry."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
 
 
 @dataclass
@@ -95,9 +112,12 @@ class AsyncLLMEngine:
         from transformers import AutoTokenizer
 
         self.tokenizer: Any = AutoTokenizer.from_pretrained(args.model)
+        self.max_model_len: int | None = args.kwargs.get("max_model_len")
         self.output_processor = _OutputProcessor()
         self.episodes = 0
         self.rpc_calls: list[str] = []
+        self.faults: list[str] = []
+        self.policy: Callable[[str], str] | None = None
 
     @classmethod
     def from_engine_args(cls, engine_args: AsyncEngineArgs) -> AsyncLLMEngine:
@@ -109,18 +129,45 @@ class AsyncLLMEngine:
         return False
 
     async def generate(self, prompt: dict[str, Any], sampling_params: Any, request_id: str) -> AsyncIterator[Any]:
-        """One reply to the token prompt, as a single final `RequestOutput`."""
+        """One reply to the token prompt, as a single final `RequestOutput` (or vLLM's failures, see above)."""
+        from vllm.exceptions import VLLMValidationError
+        from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
         ids = list(prompt["prompt_token_ids"])
+        fault = self.faults.pop(0) if self.faults else None
+        if fault == "dead":
+            raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+        if fault == "engine_error":
+            raise EngineGenerateError()
+        if self.max_model_len is not None and len(ids) > self.max_model_len:
+            raise VLLMValidationError(
+                f"The decoder prompt (length {len(ids)}) is longer than the maximum model length of "
+                f"{self.max_model_len}. Make sure that `max_model_len` is no smaller than the number of text tokens."
+            )
+        if fault == "abort":
+            aborted = CompletionOutput(0, "", [], None, None if sampling_params.logprobs is None else [], "abort")
+            yield RequestOutput(request_id, ids, [aborted])
+            return
         conversation = self.tokenizer.decode(ids)
         first = conversation.count(ASSISTANT_TURN) <= 1  # only the generation prompt: the episode's first reply
         if first:
             self.episodes += 1
-        text = "I think it is seven." if first and self.episodes % 2 == 0 else rf"\boxed{{{guess(conversation)}}}"
+        if self.policy is not None:
+            text = self.policy(conversation)
+        else:
+            text = "I think it is seven." if first and self.episodes % 2 == 0 else rf"\boxed{{{guess(conversation)}}}"
         out = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-        reason, limit = "stop", sampling_params.max_tokens
+        reason = "stop"
+        limits = [sampling_params.max_tokens]
+        if self.max_model_len is not None:
+            limits.append(self.max_model_len - len(ids))
+        limit = min((x for x in limits if x is not None), default=None)
         if limit is not None and len(out) > limit:
             out, reason = out[:limit], "length"
-        completion = CompletionOutput(0, self.tokenizer.decode(out), out, None, None, reason)
+        logprobs = None
+        if sampling_params.logprobs is not None:  # the sampled token, and one runner-up
+            logprobs = [{t: Logprob(-0.25 - 0.01 * i, 1), t + 1: Logprob(-3.0, 2)} for i, t in enumerate(out)]
+        completion = CompletionOutput(0, self.tokenizer.decode(out), out, None, logprobs, reason)
         self.output_processor.unfinished += 1
         try:
             yield RequestOutput(request_id, ids, [completion])
