@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gymverse import deadline as _deadline
+from gymverse._pycompat import add_note
 from gymverse.complexity import ComplexitySpec, check_level
 from gymverse.core import Env, EnvMetadata, StepResult
 from gymverse.sandbox import _protocol
@@ -92,7 +93,7 @@ def remote_error(type_name: Any, message: Any, traceback: Any = None) -> EnvCall
     err = cls(str(message)[:2000])
     err.remote_type = name
     if isinstance(traceback, str) and traceback:
-        err.add_note("in the env host:\n" + traceback[-3000:])
+        add_note(err, "in the env host:\n" + traceback[-3000:])
     return err
 
 
