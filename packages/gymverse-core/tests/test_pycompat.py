@@ -7,7 +7,7 @@ import concurrent.futures
 from typing import Any
 
 import pytest
-from gymverse._pycompat import TIMEOUT_ERRORS, _add_note_backport, _timeout_backport, add_note, timeout
+from gymverse._pycompat import TIMEOUT_ERRORS, _timeout_backport, timeout
 
 
 @pytest.mark.parametrize("cm", [_timeout_backport, timeout])
@@ -50,15 +50,6 @@ def test_timeout_passes_results_and_other_cancellations_through(cm: Any) -> None
             await task
 
     asyncio.run(cancelled_from_outside())
-
-
-@pytest.mark.parametrize("fn", [_add_note_backport, add_note])
-def test_add_note_appends_to_dunder_notes(fn: Any) -> None:
-    err = ValueError("boom")
-    fn(err, "first")
-    fn(err, "second")
-    assert err.__notes__ == ["first", "second"]
-    assert str(err) == "boom"
 
 
 def test_timeout_errors_cover_every_timeout_class() -> None:

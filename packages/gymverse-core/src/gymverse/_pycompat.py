@@ -45,25 +45,11 @@ async def _timeout_backport(delay: float | None) -> AsyncIterator[None]:
         handle.cancel()
 
 
-def _add_note_backport(err: BaseException, note: str) -> None:
-    """`BaseException.add_note` for Python 3.10: the same ``__notes__`` list (3.10's traceback does not print it)."""
-    notes = getattr(err, "__notes__", None)
-    if not isinstance(notes, list):
-        notes = []
-        err.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]  # (3.11+ stubs know __notes__)
-    notes.append(note)
-
-
 if sys.version_info >= (3, 11):
 
     def timeout(delay: float | None) -> AbstractAsyncContextManager[object]:
         """`asyncio.timeout` (Python 3.11+)."""
         return asyncio.timeout(delay)
 
-    def add_note(err: BaseException, note: str) -> None:
-        """`BaseException.add_note` (Python 3.11+)."""
-        err.add_note(note)
-
 else:  # Python 3.10
     timeout = _timeout_backport
-    add_note = _add_note_backport
