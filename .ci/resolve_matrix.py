@@ -142,20 +142,25 @@ def _release_files(project: str, version: str) -> list[dict[str, object]]:
 
 
 def supported_pythons(project: str, version: str) -> tuple[list[str], str]:
-    """GymVerse's Pythons that `project==version` supports: its Requires-Python (PyPI metadata) and, when it ships
-    only version-specific wheels, their cpXY tags."""
-    from packaging.specifiers import SpecifierSet
-
+    """GymVerse's Pythons that `project==version` supports, from its files' metadata on PyPI."""
     files = _release_files(project, version)
     if not files:
         raise RuntimeError(f"{project} {version} is not on PyPI")
-    spec = str(files[0].get("requires-python") or "")
-    wheels = [str(f["filename"]) for f in files if str(f["filename"]).endswith(".whl")]
+    return pythons_for(str(files[0].get("requires-python") or ""), [str(f["filename"]) for f in files])
+
+
+def pythons_for(requires_python: str, filenames: list[str]) -> tuple[list[str], str]:
+    """GymVerse's Pythons allowed by `requires_python` and, when a release ships only version-specific wheels,
+    their cpXY tags; plus a short description of both."""
+    from packaging.specifiers import SpecifierSet
+
+    wheels = [w for w in filenames if w.endswith(".whl")]
     tags: set[str] | None = None
-    if wheels and not any(re.search(r"-(py3|cp3\d+-abi3)-", w) or "-py2.py3-" in w for w in wheels):
+    if wheels and not any(re.search(r"-(py3\d*|py2\.py3|cp3\d+-abi3)-", w) for w in wheels):
         tags = {f"3.{m}" for w in wheels for m in re.findall(r"-cp3(\d+)-", w)}
-    pythons = [p for p in GYMVERSE_PYTHONS if SpecifierSet(spec).contains(p) and (tags is None or p in tags)]
-    shown = spec or "any"
+    spec = SpecifierSet(requires_python)
+    pythons = [p for p in GYMVERSE_PYTHONS if spec.contains(p) and (tags is None or p in tags)]
+    shown = requires_python or "any"
     if tags is not None:
         shown += f"; wheels for {', '.join(sorted(tags, key=lambda v: int(v.split('.')[1])))}"
     return pythons, shown
