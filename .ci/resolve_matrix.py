@@ -46,8 +46,12 @@ PLATFORM = "x86_64-manylinux_2_35"
 SIMPLE = "https://pypi.org/simple"
 SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-Dist, Requires-Python
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
+WORKSPACE_MEMBERS = ("gymverse-core", "gymverse-synth", "gymverse-train", "gymverse", "gymverse-adapter-verl")
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
+    "gymverse-synth": "packages/gymverse-synth",
+    "gymverse-train": "packages/gymverse-train",
+    "gymverse": "packages/gymverse",
     "gymverse-adapter-verl": "packages/adapter-verl",
     "gymverse-adapter-openrlhf": "packages/adapter-openrlhf",
     "gymverse-adapter-oat": "packages/adapter-oat",
@@ -61,23 +65,35 @@ class Framework:
     project: str  # PyPI project whose Requires-Python picks the Pythons
     version: str
     requirements: tuple[str, ...]  # what the lab has installed
-    adapter: str  # GymVerse distribution + extra
+    gymverse: tuple[str, ...]  # GymVerse distributions (with extras) added to the lab's environment
     label: str
+    pythons: tuple[str, ...] | None = None  # None: the oldest and newest that `project` supports
 
 
 FRAMEWORKS = (
     Framework(
         "oat", "oat-llm", "0.2.4", ("oat-llm==0.2.4", "dm-launchpad", "vllm==0.8.4"),
-        "gymverse-adapter-oat[oat]", "oat-llm 0.2.4 + dm-launchpad + vllm 0.8.4",
+        ("gymverse-core", "gymverse-adapter-oat[oat]"), "oat-llm 0.2.4 + dm-launchpad + vllm 0.8.4",
     ),
     Framework(
-        "verl", "verl", "0.9.1", ("verl[vllm]==0.9.1",), "gymverse-adapter-verl[verl]", "verl[vllm] 0.9.1",
+        "verl", "verl", "0.9.1", ("verl[vllm]==0.9.1",), ("gymverse-core", "gymverse-adapter-verl[verl]"),
+        "verl[vllm] 0.9.1",
     ),
     Framework(
-        "openrlhf", "openrlhf", "0.11.2", ("openrlhf[vllm]==0.11.2",), "gymverse-adapter-openrlhf[openrlhf]",
-        "openrlhf[vllm] 0.11.2",
+        "openrlhf", "openrlhf", "0.11.2", ("openrlhf[vllm]==0.11.2",),
+        ("gymverse-core", "gymverse-adapter-openrlhf[openrlhf]"), "openrlhf[vllm] 0.11.2",
     ),
-    Framework("rl2", "rl-square", "0.0.2", ("rl-square==0.0.2",), "gymverse-adapter-rl2[rl2]", "rl-square 0.0.2"),
+    Framework(
+        "rl2", "rl-square", "0.0.2", ("rl-square==0.0.2",), ("gymverse-core", "gymverse-adapter-rl2[rl2]"),
+        "rl-square 0.0.2",
+    ),
+    # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
+    Framework(
+        "gymverse", "", "", (),
+        ("gymverse", "gymverse-core[server,ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
+         "gymverse-train[lora,smollm2,plots]"),
+        "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
+    ),
 )  # fmt: skip
 
 
@@ -283,11 +299,11 @@ def _reason(stderr: str) -> str:
 
 
 def build_wheels(out: Path) -> dict[str, Path]:
-    """`uv build --wheel` of core and every adapter from this checkout."""
+    """`uv build --wheel` of every GymVerse package from this checkout."""
     wheels = {}
     for dist, path in BUILDS.items():
         cmd = ["uv", "build", "--wheel", "--out-dir", str(out), "--quiet"]
-        cmd += ["--package", dist] if dist in ("gymverse-core", "gymverse-adapter-verl") else [path]
+        cmd += ["--package", dist] if dist in WORKSPACE_MEMBERS else [path]
         subprocess.run(cmd, cwd=ROOT, env=_uv_env(), check=True, timeout=300)
         stem = dist.replace("-", "_")
         wheels[dist] = max(out.glob(f"{stem}-*.whl"), key=lambda p: p.stat().st_mtime)
@@ -299,22 +315,20 @@ def run_row(fw: Framework, python: str, shown: str, wheels: dict[str, Path], tim
     work = tmp / f"{fw.name}-{python}"
     (work / "alone").mkdir(parents=True)
     (work / "gymverse").mkdir()
-    _log(f"{fw.label} @ Python {python}: the framework alone ...")
-    alone = compile_env(list(fw.requirements), python, work / "alone", timeout, sdists)
+    alone = Resolution(True)  # nothing to resolve without a framework
+    if fw.requirements:
+        _log(f"{fw.label} @ Python {python}: the framework alone ...")
+        alone = compile_env(list(fw.requirements), python, work / "alone", timeout, sdists)
     framework_sdists = set(sdists)
-    adapter_dist = fw.adapter.split("[")[0]
-    gv_reqs = [
-        *fw.requirements,
-        f"gymverse-core @ {wheels['gymverse-core'].as_uri()}",
-        f"{fw.adapter} @ {wheels[adapter_dist].as_uri()}",  # e.g. gymverse-adapter-oat[oat] @ file:///...whl
-    ]
-    _log(f"{fw.label} @ Python {python}: + gymverse-core + {fw.adapter} (wheels from this checkout) ...")
+    # e.g. gymverse-adapter-oat[oat] @ file:///...whl: the wheel of this checkout, never a release on the index
+    gv_reqs = [*fw.requirements, *(f"{req} @ {wheels[req.split('[')[0]].as_uri()}" for req in fw.gymverse)]
+    _log(f"{fw.label} @ Python {python}: + {' + '.join(fw.gymverse)} (wheels from this checkout) ...")
     both = compile_env(gv_reqs, python, work / "gymverse", timeout, sdists)
     added = sorted(set(sdists) - framework_sdists) if alone.ok else []
     if both.ok and not added:
         status, reason = "resolved", ""
     elif both.ok:
-        status, reason = "FAILED (GymVerse)", f"GymVerse pulls source-only {', '.join(added)} (a native build)"
+        status, reason = "FAILED (GymVerse)", f"GymVerse pulls source-only {', '.join(added)} (a build from source)"
     elif alone.ok:
         status, reason = "FAILED (GymVerse)", both.reason
     else:
@@ -369,17 +383,21 @@ def main(argv: list[str] | None = None) -> int:
             if args.row and fw.name not in args.row:
                 continue
             try:
-                pythons, shown = supported_pythons(fw.project, fw.version)
+                if fw.pythons is not None:
+                    pythons, shown = list(fw.pythons), "GymVerse's"
+                else:
+                    pythons, shown = supported_pythons(fw.project, fw.version)
             except Exception as err:  # reported in the table
                 rows.append(Row(fw.name, fw.label, "-", "?", "FAILED (GymVerse)", f"PyPI metadata: {err}", 0, "-", "-",
                                 [], 0.0))  # fmt: skip
                 continue
-            _log(f"{fw.project} {fw.version}: Requires-Python {shown} -> Pythons {', '.join(pythons) or 'none'}")
+            _log(f"{fw.label}: Requires-Python {shown} -> Pythons {', '.join(pythons) or 'none'}")
             if not pythons:
                 rows.append(Row(fw.name, fw.label, "-", shown, "framework unresolvable",
                                 "supports none of GymVerse's Pythons (3.10-3.12)", 0, "-", "-", [], 0.0))  # fmt: skip
                 continue
-            for python in sorted({pythons[0], pythons[-1]}, key=lambda v: int(v.split(".")[1])):
+            chosen = fw.pythons or sorted({pythons[0], pythons[-1]}, key=lambda v: int(v.split(".")[1]))
+            for python in chosen:
                 row = run_row(fw, python, shown, wheels, args.timeout, tmp)
                 _log(f"  -> {row.status} ({row.n_packages} packages, torch {row.torch}, vllm {row.vllm}, "
                      f"{row.seconds} s){': ' + row.reason if row.reason else ''}")  # fmt: skip

@@ -42,7 +42,7 @@ def test_names_versions_and_uv_messages() -> None:
     assert rm._reason(stderr) == "Because a==1 depends on b"
 
 
-FW = rm.Framework("fw", "fw", "1.0", ("fw==1.0",), "gymverse-adapter-fw[fw]", "fw 1.0")
+FW = rm.Framework("fw", "fw", "1.0", ("fw==1.0",), ("gymverse-core", "gymverse-adapter-fw[fw]"), "fw 1.0")
 
 
 @pytest.mark.parametrize(
