@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 _REMOTE = re.compile(r"^https?://", re.IGNORECASE)
 _LOCAL_VERSION = re.compile(r"==\s*[^,;\s]+\+[A-Za-z0-9.]+")

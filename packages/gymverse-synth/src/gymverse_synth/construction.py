@@ -51,7 +51,7 @@ _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.
 
 def load_prompt(name: str) -> str:
     """The text of the prompt template ``prompts/<name>.md``."""
-    return resources.files("gymverse_synth").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+    return resources.files("gymverse_synth").joinpath("prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
 
 
 def contract_text(class_name: str = "MyEnv") -> str:

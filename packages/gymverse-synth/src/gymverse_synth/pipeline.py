@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -176,7 +176,7 @@ class _SeedRun:
             "tokens": {"prompt": outcome.prompt_tokens, "completion": outcome.completion_tokens},
             "timings": self.timings,
             "seconds": outcome.seconds,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import inspect
 import json
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gymverse_synth.model_wheels import REASONING_GYM_WHEEL
 from gymverse_synth.spec import Domain
 
 SeedKind = Literal["text", "builtin", "codeio"]
@@ -77,14 +77,10 @@ def seed_from_builtin(env_id: str, domain: str | None = None) -> Seed:
 
 
 def codeio_data_path() -> Path:
-    """The CodeIO records shipped by `reasoning-gym` (found without importing it)."""
-    spec = importlib.util.find_spec("reasoning_gym")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("CodeIO seeds come from the `reasoning-gym` package: install `gymverse-synth[seeds]`")
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / CODEIO_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found in the installed reasoning-gym")
-    return path
+    """The CodeIO records shipped by `reasoning-gym` (never imported): from an installed reasoning-gym, else from its
+    pinned PyPI wheel fetched once into the GymVerse cache (its declared deps build pycosat from source; see
+    `gymverse_synth.model_wheels`)."""
+    return REASONING_GYM_WHEEL.file(f"data/{CODEIO_FILE}")
 
 
 def iter_codeio_records(path: str | Path | None = None) -> Iterator[dict[str, Any]]:

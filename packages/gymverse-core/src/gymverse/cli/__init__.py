@@ -21,8 +21,24 @@ class UsageError(Exception):
     """A user mistake reported as one line and exit code 2."""
 
 
+#: Subcommands that other GymVerse packages add (entry-point group ``gymverse.cli``), with the package to install.
+PLUGIN_COMMANDS = {"evaluate": "gymverse-synth", "synth": "gymverse-synth", "train": "gymverse-train"}
+
+
+def missing_command_hint(command: str) -> str:
+    """The one line printed for a GymVerse subcommand whose package is not installed."""
+    package = PLUGIN_COMMANDS[command]
+    return (
+        f"gymverse: '{command}' comes with the {package} package, which is not installed: "
+        f"pip install {package} (or `pip install gymverse` for every command)"
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage dump) so mistakes are easy to spot in logs."""
+
+    #: PLUGIN_COMMANDS whose package is missing (or failed to load), filled by `build_parser`.
+    missing_commands: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -85,7 +101,7 @@ def positive_int_arg(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The argument parser of the `gymverse` command."""
     from gymverse import __version__
 
@@ -124,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
     _add_plugin_commands(sub)
+    # Known commands of packages that are not installed still show in --help; `main` answers them with a hint.
+    parser.missing_commands = tuple(name for name in PLUGIN_COMMANDS if name not in sub.choices)
+    for name in parser.missing_commands:
+        sub.add_parser(name, help=f"(not installed: pip install {PLUGIN_COMMANDS[name]})", add_help=False)
     return parser
 
 
@@ -153,6 +173,11 @@ def _console(file: IO[str]) -> Console:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gymverse` command; returns the exit code."""
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    if command is not None and command in parser.missing_commands:
+        print(missing_command_hint(command), file=sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, --version and usage errors
@@ -186,4 +211,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-__all__ = ["UsageError", "build_parser", "main"]
+__all__ = ["PLUGIN_COMMANDS", "UsageError", "build_parser", "main", "missing_command_hint"]

@@ -13,7 +13,15 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Generic, TypeVar
 
-import httpx
+#: The one line a client user sees when the optional HTTP client library is not installed.
+MISSING_HTTPX = "the GymVerse HTTP client (remote+http:// env ids) needs httpx: pip install 'gymverse-core[server]'"
+
+try:
+    import httpx
+except ModuleNotFoundError as _err:  # core installed without its `server` extra
+    if _err.name != "httpx":
+        raise
+    raise ModuleNotFoundError(MISSING_HTTPX, name="httpx") from None
 
 R = TypeVar("R")
 

@@ -27,6 +27,7 @@ import json
 import os
 import select
 import signal
+import sys
 import threading
 import time
 import types
@@ -92,7 +93,11 @@ def remote_error(type_name: Any, message: Any, traceback: Any = None) -> EnvCall
     err = cls(str(message)[:2000])
     err.remote_type = name
     if isinstance(traceback, str) and traceback:
-        err.add_note("in the env host:\n" + traceback[-3000:])
+        note = "in the env host:\n" + traceback[-3000:]
+        if sys.version_info >= (3, 11):
+            err.add_note(note)
+        else:  # Python 3.10: the same __notes__ list (its traceback does not print it)
+            err.__notes__ = [*getattr(err, "__notes__", []), note]  # type: ignore[attr-defined,unused-ignore]
     return err
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 from gymverse.server.config import ServerConfig
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+; only mypy reads it (annotations are strings here)
+    from typing_extensions import Self
 
 #: Idle keep-alive connections stay open this long (uvicorn's default, 5 s, is shorter than an LLM turn, so each
 #: step after a long generation would open a new connection).

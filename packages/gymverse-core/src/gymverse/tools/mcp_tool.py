@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.sandbox._protocol import MAX_DEPTH, depth
 from gymverse.tools.base import Tool, ToolCallError, extract_tag, trim
 
@@ -142,7 +143,7 @@ class MCPTool(Tool):
             return f"MCP error: arguments of {name!r} cannot be sent: {problem}"
         try:
             result = self._run(go, self.timeout + 2)
-        except TimeoutError:
+        except TIMEOUT_ERRORS:  # concurrent.futures.TimeoutError is not the builtin one on Python 3.10
             return f"MCP error: tool {name!r} did not answer within {self.timeout} s."
         except Exception as exc:
             if "timed out" in str(exc):

@@ -17,13 +17,17 @@ import inspect
 import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from gymverse._pycompat import timeout as timeout_after
 from gymverse.core import Env
 from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout
 from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -112,7 +116,7 @@ class AsyncVecEnv(InProcessVecEnv):
             return await aw
         try:
             # asyncio.timeout cancels this task in place; wait_for would wrap `aw` in yet another Task.
-            async with asyncio.timeout(self.step_timeout):
+            async with timeout_after(self.step_timeout):
                 return await aw
         except TimeoutError:
             raise StepTimeout(f"env call exceeded step_timeout={self.step_timeout}s") from None

@@ -18,13 +18,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from gymverse.complexity import check_level
 from gymverse.vector.faults import VectorError
 from gymverse.vector.slot import AUTORESET_MODES, AutoresetMode, EnvRecipe, EnvSlot
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
+    from typing_extensions import Unpack
 
 Actions = Sequence[Any] | Mapping[int, Any]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from gymverse._pycompat import timeout as timeout_after
 from gymverse.vector.faults import StepTimeout
 
 
@@ -41,7 +42,7 @@ class BlockingRunner:
         task = loop.run_in_executor(self.executor, run)
         await asyncio.wait((task, started), return_when=asyncio.FIRST_COMPLETED)
         try:
-            async with asyncio.timeout(timeout):
+            async with timeout_after(timeout):
                 return await task
         except TimeoutError:
             self._abandon()

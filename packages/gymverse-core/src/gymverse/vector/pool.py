@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
 from gymverse.vector.aio import is_native_async
@@ -91,7 +92,7 @@ class EnvSession:
             return await aw
         try:
             return await asyncio.wait_for(aw, timeout)
-        except TimeoutError:
+        except TIMEOUT_ERRORS:  # asyncio.TimeoutError is not the builtin one on Python 3.10
             raise StepTimeout(f"env call exceeded {name}={timeout}s") from None
 
     def set_complexity(self, level: int) -> None:

@@ -22,13 +22,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import InjectedFault, StepTimeout, VectorError, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv, Undecodable
 from gymverse.vector.slot import EnvRecipe, EnvSlot
 from gymverse.vector.worker import worker_main
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
+    from typing_extensions import Unpack
 
 _START_METHODS = ("forkserver", "spawn", "fork")
 _RESTORE_TIMEOUT = 120.0

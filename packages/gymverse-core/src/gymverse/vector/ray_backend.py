@@ -19,7 +19,7 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
@@ -27,6 +27,9 @@ from gymverse.vector.hosted import HostedVecEnv, Undecodable
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
 from gymverse.vector.testing import WORKER_ENV_FLAG
 from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
+
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
+    from typing_extensions import Unpack
 
 
 class RayEnvHost:

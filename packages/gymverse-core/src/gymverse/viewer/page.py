@@ -14,7 +14,7 @@ from gymverse.viewer.index import TrajectoryIndex
 
 
 def _asset(name: str) -> str:
-    return resources.files("gymverse.viewer").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("gymverse.viewer").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def _finite(obj: Any) -> Any:

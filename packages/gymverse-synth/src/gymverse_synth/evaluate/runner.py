@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +277,7 @@ def evaluate_suite(
 ) -> EvaluationReport:
     """Evaluate every env of `suite`; broken envs are reported in their entry, never raised."""
     cfg = config or EvaluationConfig()
-    started = datetime.now(UTC)
+    started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     # diversity needs only the static entries: it runs (embedding model load included) while the jobs do
     side = ThreadPoolExecutor(1)

