@@ -15,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("env-path", help="print the path to pass as rollout.env_path")
     d = sub.add_parser("make-dataset", help="write an RL2 dataset (JSONL) of GymVerse episodes")
-    add_dataset_arguments(d, suffix=".jsonl")
+    add_dataset_arguments(d, suffix=".jsonl", split=True)
     sub.add_parser("train", help="run RL2's PPO with GymVerse (same as python -m gymverse_rl2.train)", add_help=False)
     args, extra = p.parse_known_args(argv)
     if args.cmd == "train":
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gymverse_rl2.dataset import write_dataset
 
     def write(envs: list[str]) -> str:
-        count = write_dataset(envs, args.n, args.out, seed=args.seed, complexity=args.complexity)
+        count = write_dataset(envs, args.n, args.out, seed=args.seed, complexity=args.complexity, split=args.split)
         return f"wrote {count} rows to {args.out}"
 
     return run_dataset_writer(args, write, prog="gymverse-rl2")

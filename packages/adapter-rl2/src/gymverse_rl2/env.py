@@ -1,16 +1,12 @@
-"""The GymVerse env file for RL2's ``rollout.env_path`` (its path: ``gymverse-rl2 env-path``).
+"""The GymVerse env file for RL2's ``rollout.env_path`` (``gymverse-rl2 env-path``), run by RL2 in rank 0.
 
-RL2 executes this file with ``importlib`` in its rank-0 process. Rows of the dataset name the episode
-(``extra_info``: env id, seed, complexity; see `gymverse_rl2.dataset`).
-
-* RL2 head: RL2 calls ``generate(config, tokenizer, router_url, sample)`` (`gymverse_rl2.head`).
-* RL2 0.0.2 (PyPI ``rl-square``): run through the launcher (``python -m gymverse_rl2.train``), which plays
-  episodes in ``Rollout.rollout``; RL2 0.0.2's own loop would call ``reset``/``step`` below, which explain that.
+RL2 head calls ``generate(config, tokenizer, router_url, sample)`` (`gymverse_rl2.episodes.generate`). RL2 0.0.2
+runs through the launcher (``python -m gymverse_rl2.train``); its own loop's ``reset``/``step`` refuse with that.
 """
 
 from typing import Any
 
-from gymverse_rl2.head import generate
+from gymverse_rl2.episodes import generate
 
 __all__ = ["generate", "reset", "step"]
 
@@ -21,10 +17,10 @@ _LAUNCH = (
 
 
 async def reset(extra_info: Any) -> Any:
-    """RL2 0.0.2's reset hook: refused with the launch line (see the module docstring)."""
+    """RL2 0.0.2's reset hook: refused with the launch line."""
     raise RuntimeError(_LAUNCH)
 
 
 async def step(state_text: str, action_text: str, extra_info: Any) -> Any:
-    """RL2 0.0.2's step hook: refused with the launch line (see the module docstring)."""
+    """RL2 0.0.2's step hook: refused with the launch line."""
     raise RuntimeError(_LAUNCH)

@@ -4,11 +4,14 @@ What is wrapped, and only when its option asks for it:
 
 * always: ``Rollout.__call__`` marks validation rollouts (fixed evaluation level) and, after a training rollout,
   closes the curriculum step; on RL2 0.0.2 ``Rollout.rollout`` plays GymVerse episodes (`gymverse_rl2.legacy`).
-* ``gymverse.perpo=true``: ``RL2.utils.algorithms.compute_advantages`` runs RL2's own first (KL terms, logging),
-  then replaces its per-prompt-group advantages with env-level PERPO (`gymverse_rl2.advantages`). Each sequence
-  carries its env's code from the rollout in one extra tensor, taken out again before RL2's workers see the batch.
-* ``gymverse.evolve=true``: RL2's checkpoint save/load also write/read the curriculum state
-  (``<save_dir>/step<N>/gymverse_curriculum.json``).
+* ``gymverse.perpo=true``: ``RL2.utils.algorithms.compute_advantages`` runs RL2's own first (logging), then
+  replaces its per-prompt-group advantages with env-level PERPO (`gymverse_rl2.advantages`) from each
+  trajectory's `EpisodeRecord` (its number rides in one extra tensor, taken out before RL2's workers see it).
+* curriculum on (``gymverse.evolve`` or ``gymverse.horizon``): RL2's checkpoint save/load also write/read the
+  curriculum with the core's `save_checkpoint`/`load_checkpoint` in the checkpoint's own folder
+  (``<save_dir>/step<N>/gymverse_curriculum.json``), so resuming any step restores that step's levels. RL2 has no
+  "latest" marker (it resumes the highest ``step<N>`` folder), so the file is written right after RL2's folder:
+  a crash in between leaves a folder whose resume fails loudly (strict load), never one that resets levels.
 
 With the defaults nothing touches advantages: RL2 computes them bit for bit as without GymVerse.
 """
@@ -22,13 +25,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from gymverse_rl2 import legacy
+from gymverse.curriculum.service import load_checkpoint, save_checkpoint
+from gymverse.rollout import EpisodeRecord
+
+from gymverse_rl2 import episodes
 from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.runtime import ENV_TAG, Runtime, configure, current, training
-from gymverse_rl2.settings import Settings
+from gymverse_rl2.runtime import RECORD_TAG, Runtime, configure, current, training
+from gymverse_rl2.settings import ENV_VAR, Settings
 
 logger = logging.getLogger("gymverse_rl2")
-STATE_FILE = "gymverse_curriculum.json"
 _installed: list[tuple[Any, str, Any]] = []
 
 
@@ -51,11 +56,11 @@ def _rank0() -> bool:
 
 
 def _after_rollout(out: Any, train: bool, step: int) -> Any:
-    """Curriculum step end and PERPO env ids, on the rank-0 result of a rollout."""
+    """Curriculum step end and the batch's episode records, on the rank-0 result of a rollout."""
     rt = current()
     if not _rank0():
         return out
-    if train and rt.curriculum is not None:
+    if train:
         report = rt.curriculum.end_step()
         from RL2.utils.logging import gather_and_log
 
@@ -65,10 +70,11 @@ def _after_rollout(out: Any, train: bool, step: int) -> Any:
             gather_and_log(stats, step)
         for change in report.changes:
             logger.info("GymVerse %s: complexity %s -> %s", change["env_id"], change["old_level"], change["new_level"])
-    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict) and ENV_TAG in out[0]:
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict) and RECORD_TAG in out[0]:
         tensor_dict, cu_seqs = out
-        codes = tensor_dict.pop(ENV_TAG)
-        rt.pending_env_ids = [rt.env_id(int(codes[int(a), 0])) for a in cu_seqs[:-1]]
+        keys = tensor_dict.pop(RECORD_TAG)
+        rt.pending = [rt.records[int(keys[int(a), 0])] for a in cu_seqs[:-1]]
+    rt.records.clear()
     return out
 
 
@@ -99,7 +105,7 @@ def _wrap_call(original: Callable[..., Any], is_legacy: bool) -> Callable[..., A
 
 
 def _wrap_tensor_dicts(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Head: tag each sequence of `SampleGroup.to_all_tensor_dicts_and_metrics` with its env's code."""
+    """Head: tag each sequence of `SampleGroup.to_all_tensor_dicts_and_metrics` with its episode record."""
 
     @functools.wraps(original)
     def to_all_tensor_dicts_and_metrics(self: Any) -> Any:
@@ -108,9 +114,9 @@ def _wrap_tensor_dicts(original: Callable[..., Any]) -> Callable[..., Any]:
         all_tensor_dicts, metrics = original(self)
         rt = current()
         for sample, tensor_dicts in zip(self.samples, all_tensor_dicts):
-            code = rt.env_code(sample.sample["gymverse"]["env_id"])
+            key = rt.add(EpisodeRecord.from_dict(sample.sample["gymverse"]))
             for td in tensor_dicts:
-                td[ENV_TAG] = torch.full_like(td["states"], code)
+                td[RECORD_TAG] = torch.full_like(td["states"], key)
         return all_tensor_dicts, metrics
 
     return to_all_tensor_dicts_and_metrics
@@ -120,54 +126,18 @@ def _wrap_advantages(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def compute_advantages(config: Any, tensor_dict: dict[str, Any], cu_seqs: Any, step: int) -> None:
         adv_cfg = config.adv if "adv" in config else config  # head passes the whole config, 0.0.2 `config.adv`
-        if adv_cfg.estimator != "reinforce":
-            raise ValueError(
-                f"gymverse.perpo=true replaces RL2's reinforce estimator; adv.estimator={adv_cfg.estimator} "
-                "(a critic's GAE) has no per-environment return normalization to replace"
-            )
         original(config, tensor_dict, cu_seqs, step)
         rt = current()
-        env_ids, rt.pending_env_ids = rt.pending_env_ids, None
-        if env_ids is None:
+        records, rt.pending = rt.pending, None
+        if records is None:
             raise RuntimeError(
-                "gymverse.perpo=true but this batch carries no GymVerse env ids: its samples did not come from "
-                "the GymVerse env file (rollout.env_path=$(gymverse-rl2 env-path))"
+                "gymverse.perpo=true but this batch carries no GymVerse episode records: its samples did not come "
+                "from the GymVerse env file (rollout.env_path=$(gymverse-rl2 env-path))"
             )
-        adv = perpo_advantages(tensor_dict, cu_seqs, env_ids, gamma=float(adv_cfg.gamma), eps=rt.settings.eps)
-        kl = getattr(getattr(config, "actor", None), "kl", None)
-        if kl is not None and kl.coef > 0 and kl.type == "advantage":  # head applies this after its estimator
-            from RL2.utils.algorithms import compute_approx_kl
-
-            kl_terms = compute_approx_kl(tensor_dict["old_logps"], tensor_dict["ref_logps"], kl.reward_estimator)
-            adv = adv - kl.coef * kl_terms
-        tensor_dict["advantages"] = adv
+        tensor_dict["advantages"] = perpo_advantages(tensor_dict, cu_seqs, records, gamma=float(adv_cfg.gamma))
 
     compute_advantages.__gymverse_original__ = original  # type: ignore[attr-defined]
     return compute_advantages
-
-
-def state_path(checkpoint_dir: str) -> str:
-    """Where the curriculum state of an RL2 checkpoint directory (``.../step<N>``) lives."""
-    return os.path.join(checkpoint_dir, STATE_FILE)
-
-
-def _save_state(save_dir: str, save_freq: Any, step: int) -> None:
-    service = current().curriculum
-    if service is None or save_freq is None or step % save_freq != 0 or not _rank0():
-        return  # RL2 wrote no checkpoint at this step either
-    service.save(state_path(os.path.join(save_dir, f"step{step}")))
-
-
-def _load_state(checkpoint_dir: str | None) -> None:
-    service = current().curriculum
-    if service is None or checkpoint_dir is None or not _rank0():
-        return
-    if not service.load(state_path(checkpoint_dir)):
-        logger.warning(
-            "RL2 checkpoint %s has no %s: complexity evolution starts from the initial levels",
-            checkpoint_dir,
-            STATE_FILE,
-        )
 
 
 def _legacy_load_dir(config: Any) -> str | None:
@@ -189,12 +159,16 @@ def _checkpoint_hooks(
     @functools.wraps(save)
     def save_ckpt(trainer: Any, workers: Any, step: int) -> None:
         save(trainer, workers, step)
-        _save_state(trainer.config.trainer.save_dir, trainer.config.trainer.save_freq, step)
+        cfg = trainer.config.trainer
+        if cfg.save_freq is not None and step % cfg.save_freq == 0 and _rank0():  # RL2 saved this step
+            save_checkpoint(current().curriculum, os.path.join(cfg.save_dir, f"step{step}"), step=step)
 
     @functools.wraps(load)
     def load_ckpt(trainer: Any, workers: Any) -> int:
         step = int(load(trainer, workers))
-        _load_state(load_dir(trainer))
+        folder = load_dir(trainer)
+        if folder is not None and _rank0():
+            load_checkpoint(current().curriculum, folder)
         return step
 
     return save_ckpt, load_ckpt
@@ -223,25 +197,22 @@ def install(settings: Settings) -> Runtime:
     from RL2.workers.rollout import Rollout
 
     uninstall()
-    os.environ["GYMVERSE_RL2"] = settings.to_json()
+    os.environ[ENV_VAR] = settings.to_json()
     rt = configure(settings)
     is_legacy = "rollout" in Rollout.__dict__  # 0.0.2 has the per-sample method; the head has SampleGroup
     if is_legacy:
-        _set(Rollout, "rollout", legacy.rollout)
+        _set(Rollout, "rollout", episodes.rollout)
     _set(Rollout, "__call__", _wrap_call(Rollout.__dict__["__call__"], is_legacy))
-    if settings.perpo:
-        if not is_legacy:
-            from RL2.datasets.rl import SampleGroup
+    if not is_legacy:
+        from RL2.datasets.rl import SampleGroup
 
-            _set(
-                SampleGroup,
-                "to_all_tensor_dicts_and_metrics",
-                _wrap_tensor_dicts(SampleGroup.__dict__["to_all_tensor_dicts_and_metrics"]),
-            )
+        wrapped_td = _wrap_tensor_dicts(SampleGroup.__dict__["to_all_tensor_dicts_and_metrics"])
+        _set(SampleGroup, "to_all_tensor_dicts_and_metrics", wrapped_td)
+    if settings.perpo:
         wrapped = _wrap_advantages(algorithms.compute_advantages)
         for module in (algorithms, sys.modules.get("RL2.trainer.ppo")):
             if module is not None:
                 _set(module, "compute_advantages", wrapped)
-    if settings.evolve:
+    if settings.curriculum.active:
         _install_checkpoints(is_legacy)
     return rt

@@ -1,16 +1,20 @@
 """Process state of the rank-0 process, where RL2 runs its env module, rollout and advantages.
 
 RL2 executes the env file with ``importlib`` as a fresh module, so nothing lives in the env file itself: it reads
-the settings, the curriculum service and the train/validation flag from here.
+the settings, the curriculum service, the renderer and the train/validation flag from here.
 """
 
 from __future__ import annotations
 
 import contextvars
+import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from gymverse.curriculum import CurriculumState
 from gymverse.curriculum.service import CurriculumService, LocalCurriculum
+from gymverse.rollout import EpisodeRecord, Renderer, renderer_for
+from gymverse.vector.pool import configure_shared_pool, shared_pool
 
 from gymverse_rl2.settings import Settings
 
@@ -20,25 +24,30 @@ class Runtime:
     """Settings plus what a run accumulates in the rank-0 process."""
 
     settings: Settings
-    curriculum: CurriculumService | None = None
-    env_codes: dict[str, int] = field(default_factory=dict)  # env id <-> small int carried in tensors for PERPO
-    pending_env_ids: list[str] | None = None  # env id per trajectory of the rollout batch awaiting advantages
+    curriculum: CurriculumService
+    #: Episode records of the current rollout, by the number each sequence carries in `RECORD_TAG`.
+    records: dict[int, EpisodeRecord] = field(default_factory=dict)
+    pending: list[EpisodeRecord] | None = None  # one record per trajectory of the batch awaiting advantages
+    renderers: dict[int, Renderer] = field(default_factory=dict)
+    _ids: Any = field(default_factory=itertools.count)
 
-    def env_code(self, env_id: str) -> int:
-        """A stable small integer for `env_id` (tensors cannot carry strings)."""
-        return self.env_codes.setdefault(env_id, len(self.env_codes))
+    def add(self, record: EpisodeRecord) -> int:
+        """Keep `record` for the advantage hook; returns the number its sequences carry."""
+        key = next(self._ids)
+        self.records[key] = record
+        return key
 
-    def env_id(self, code: int) -> str:
-        """Inverse of `env_code`."""
-        for env_id, c in self.env_codes.items():
-            if c == code:
-                return env_id
-        raise KeyError(f"no env id has code {code}")
+    def renderer(self, tokenizer: Any) -> Renderer:
+        """The core renderer for RL2's tokenizer (one per tokenizer)."""
+        key = id(tokenizer)
+        if key not in self.renderers:
+            self.renderers[key] = renderer_for(tokenizer, system_prompt=self.settings.system_prompt)
+        return self.renderers[key]
 
 
-#: Tensor key carrying each sequence's env code from the rollout to the advantage hook (PERPO only); the hook on
-#: ``Rollout.__call__`` removes it before RL2's workers see the batch.
-ENV_TAG = "gymverse_env_code"
+#: Tensor key carrying each sequence's record number from the rollout to the advantage hook (PERPO only); the
+#: hook on ``Rollout.__call__`` removes it before RL2's workers see the batch.
+RECORD_TAG = "gymverse_record"
 
 _current: Runtime | None = None
 #: False while RL2 runs validation rollouts (set around `Rollout.__call__` by the installed hooks).
@@ -46,10 +55,15 @@ training: contextvars.ContextVar[bool] = contextvars.ContextVar("gymverse_rl2_tr
 
 
 def configure(settings: Settings) -> Runtime:
-    """Start this process's runtime; the curriculum service lives here when evolution is on."""
+    """Start this process's runtime: the curriculum and the shared env pool (sized, default timeouts)."""
     global _current
-    service = LocalCurriculum(CurriculumState.from_config(settings.curriculum_config())) if settings.evolve else None
-    _current = Runtime(settings, service)
+    try:
+        configure_shared_pool(settings.pool_size)
+    except RuntimeError:  # a re-install with other batch settings (tests); a run configures once
+        shared_pool().close()
+        configure_shared_pool(settings.pool_size)
+    state = CurriculumState.from_config(settings.curriculum.to_config())
+    _current = Runtime(settings, LocalCurriculum(state))
     return _current
 
 

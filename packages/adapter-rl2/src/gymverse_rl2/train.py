@@ -2,16 +2,21 @@
 
 Run it where you would run ``-m RL2.trainer.ppo`` (``torchrun --nproc_per_node=N -m gymverse_rl2.train ...``).
 In every rank it takes out the ``gymverse.*`` options (`gymverse_rl2.settings`), adds
-``rollout.env_path=<the GymVerse env file>`` when none is given, wraps RL2's hooks (`gymverse_rl2.patch`), then
-runs RL2's own entry point ``RL2.trainer.ppo`` as ``__main__``, so RL2's Hydra config, checks and training loop
-are RL2's.
+``rollout.env_path=<the GymVerse env file>`` when none is given, composes RL2's own Hydra config from the rest and
+refuses, with the setting to change, what would crash RL2 or break PERPO and the curriculum
+(`launch_settings`); then it wraps RL2's hooks (`gymverse_rl2.patch`) and runs RL2's own entry point
+``RL2.trainer.ppo`` as ``__main__``, so RL2's Hydra config, checks and training loop are RL2's.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from gymverse.vector.pool import pool_size_for
 
 from gymverse_rl2.settings import Settings, split_argv
 
@@ -20,8 +25,6 @@ ENTRY = "RL2.trainer.ppo"
 
 def env_path() -> str:
     """Absolute path of the env file (for ``rollout.env_path``)."""
-    import os
-
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "env.py")
 
 
@@ -33,12 +36,69 @@ def prepare(argv: Sequence[str]) -> tuple[Settings, list[str]]:
     return settings, rest
 
 
+def rl2_config(overrides: Sequence[str]) -> Any:
+    """RL2's own PPO config (``RL2/trainer/config/ppo.yaml``) composed by Hydra with `overrides`."""
+    import RL2
+    from hydra import compose, initialize_config_dir
+
+    config_dir = os.path.join(os.path.dirname(os.path.abspath(RL2.__file__)), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name="ppo", overrides=list(overrides))
+
+
+def launch_settings(config: Any, settings: Settings) -> Settings:
+    """`settings` with the token budget and pool size RL2's `config` implies; a ValueError names what to change.
+
+    RL2 asserts that no packed sequence (prompt + response - 1 tokens, it drops the last) is longer than
+    ``sp_size * tp_size * max_length_per_device`` of the actor (and ``max_inference_length_per_device`` for its
+    log-prob passes, the reference actor's and the critic's), so every episode is capped to the smallest of them.
+    """
+    from omegaconf import OmegaConf
+
+    def get(key: str, default: Any = None) -> Any:
+        value = OmegaConf.select(config, key, default=default)
+        return default if value is None else value
+
+    if get("actor.max_length_per_device") is None:
+        raise ValueError(
+            "actor.max_length_per_device is null (RL2 packs every update by it and would crash at the first actor "
+            "update): set it, e.g. actor.max_length_per_device=8192; GymVerse caps each episode to it"
+        )
+    caps = []
+    for section in ("actor", "ref_actor", "critic"):
+        shards = int(get(f"{section}.sp_size", 1)) * int(get(f"{section}.tp_size", 1))
+        for key in ("max_length_per_device", "max_inference_length_per_device"):
+            if get(f"{section}.{key}") is not None:
+                caps.append(shards * int(get(f"{section}.{key}")))
+    if settings.perpo and get("adv.estimator", "reinforce") != "reinforce":
+        raise ValueError(
+            f"gymverse.perpo=true replaces RL2's reinforce estimator, not adv.estimator={get('adv.estimator')}: "
+            "set adv.estimator=reinforce or gymverse.perpo=false"
+        )
+    kl_type = get("actor.kl.type")
+    if settings.perpo and float(get("actor.kl.coef", 0.0)) > 0 and kl_type != "loss":
+        raise ValueError(
+            f"gymverse.perpo=true with actor.kl.type={kl_type}: PERPO returns never include KL; "
+            "set actor.kl.type=loss (RL2's KL loss) or actor.kl.coef=0"
+        )
+    if get("rollout.train.partial_rollout", False) or get("rollout.partial_rollout", False):
+        raise ValueError(
+            "rollout.train.partial_rollout=true: RL2 would abort samples mid-episode and resume them after a weight "
+            "update; a GymVerse episode cannot resume mid-turn, set rollout.train.partial_rollout=false"
+        )
+    prompts = get("train_data.prompts_per_rollout", get("rollout.train.prompts_per_rollout"))
+    responses = get("train_data.responses_per_prompt", get("rollout.train.responses_per_prompt", 1))
+    pool = pool_size_for(int(prompts) * int(responses)) if prompts is not None else settings.pool_size
+    return settings.replace(max_sequence_tokens=min(caps) + 1, pool_size=pool)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Launch RL2's PPO trainer with GymVerse installed."""
     from gymverse_rl2.patch import install
 
     try:
         settings, rest = prepare(sys.argv[1:] if argv is None else argv)
+        settings = launch_settings(rl2_config(rest), settings)
     except ValueError as err:
         raise SystemExit(f"gymverse_rl2.train: {err}") from None
     install(settings)
