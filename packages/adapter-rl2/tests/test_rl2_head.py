@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import torch
-from gymverse_rl2 import runtime
-from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.dataset import dataset_rows
 from gymverse.curriculum.options import CurriculumOptions
 from gymverse.failures import GenerationError
 from gymverse.rollout import EpisodeRecord
+from gymverse_rl2 import runtime
+from gymverse_rl2.advantages import perpo_advantages
+from gymverse_rl2.cli import dataset_rows
 from gymverse_rl2.episodes import generation_of, spec_of
 from gymverse_rl2.patch import _wrap_tensor_dicts
 from gymverse_rl2.runtime import RECORD_TAG
@@ -107,7 +107,8 @@ def test_head_batches_carry_env_ids_for_perpo(server: str, tokenizer_dir: Path) 
     batch = pack_tensor_dicts([td for tds in all_tensor_dicts for td in tds])
     cu_seqs = torch.cumsum(torch.tensor([0] + [len(t) for t in all_tensor_dicts]), 0)
     rt = runtime.current()
-    records = [rt.records[int(batch.pop(RECORD_TAG)[int(a), 0])] for a in cu_seqs[:-1]]
+    keys = batch.pop(RECORD_TAG)
+    records = [rt.records[int(keys[int(a), 0])] for a in cu_seqs[:-1]]
     env_ids = [r.env_id for r in records]
     assert env_ids == [s.sample["extra_info"]["env_id"] for g in groups for s in g.samples]
     adv = perpo_advantages(batch, cu_seqs, records)

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from gymverse_rl2.cli import main as cli
-from gymverse_rl2.dataset import write_dataset
-from gymverse_rl2.settings import Settings, split_argv
 from gymverse.curriculum.options import CurriculumOptions
 from gymverse.rollout import EpisodeSpec, episode_specs
+from gymverse_rl2.cli import main as cli
+from gymverse_rl2.cli import write_dataset
+from gymverse_rl2.settings import Settings, split_argv
 from gymverse_rl2.train import env_path, prepare
 
 STAND_INS = str(Path(__file__).parent / "gpu_stand_ins")
@@ -127,12 +127,24 @@ def test_launcher_rejects_bad_options() -> None:
     for argv, reason in [
         (["gymverse.perpo=sometimes"], "gymverse.perpo takes true or false"),
         (base, "actor.max_length_per_device is null"),  # RL2 would crash at its first actor update
-        ([*base, "actor.max_length_per_device=64", "actor.kl.coef=0.1", "actor.kl.type=reward", "gymverse.perpo=true"],
-         "set actor.kl.type=loss"),
-        ([*base, "actor.max_length_per_device=64", "adv.estimator=gae", "gymverse.perpo=true"],
-         "set adv.estimator=reinforce"),
-        ([*base, "actor.max_length_per_device=64", "+rollout.train.partial_rollout=true"],
-         "set rollout.train.partial_rollout=false"),  # RL2 head's partial rollouts: refused before any rollout
+        (
+            [
+                *base,
+                "actor.max_length_per_device=64",
+                "actor.kl.coef=0.1",
+                "actor.kl.type=reward",
+                "gymverse.perpo=true",
+            ],
+            "set actor.kl.type=loss",
+        ),
+        (
+            [*base, "actor.max_length_per_device=64", "adv.estimator=gae", "gymverse.perpo=true"],
+            "set adv.estimator=reinforce",
+        ),
+        (
+            [*base, "actor.max_length_per_device=64", "+rollout.train.partial_rollout=true"],
+            "set rollout.train.partial_rollout=false",
+        ),  # RL2 head's partial rollouts: refused before any rollout
     ]:
         proc = subprocess.run(
             [sys.executable, "-m", "gymverse_rl2.train", *argv], capture_output=True, text=True, timeout=120, env=env

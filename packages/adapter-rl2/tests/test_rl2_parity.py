@@ -96,9 +96,7 @@ def test_parity_batch_through_rl2(
         if not EpisodeRecord.of(traj).trained:  # void: no trained token in RL2's action mask
             assert int(tensor_dict["action_mask"][b].sum()) == 0, traj.stop_reason
     assert float(adv.abs().sum()) > 0
-    assert {e: sorted(v) for e, v in recorded.items()} == {
-        e: sorted(v) for e, v in expected_curriculum(parity).items()
-    }
+    assert {e: sorted(v) for e, v in recorded.items()} == {e: sorted(v) for e, v in expected_curriculum(parity).items()}
 
 
 def test_trajectory_split_over_rows_gets_the_same_advantages(

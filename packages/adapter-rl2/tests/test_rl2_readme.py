@@ -106,7 +106,11 @@ def test_hung_env_ends_its_episode_within_the_default_step_timeout(
     shared pool's default 30 s step timeout, void (action mask 0), on the adapter's real rollout path."""
     import RL2.utils.sglang as sglang
 
-    overrides = ["train_data.prompts_per_rollout=1", "train_data.responses_per_prompt=2", "rollout.dynamic_filtering=false"]
+    overrides = [
+        "train_data.prompts_per_rollout=1",
+        "train_data.responses_per_prompt=2",
+        "rollout.dynamic_filtering=false",
+    ]
     config = rl2_config(["actor.model_name=unused", "actor.max_length_per_device=4096", *overrides])
     install(launch_settings(config, Settings()))
     monkeypatch.setattr(sglang, "async_generate", engine(b"\\boxed{1}"))

@@ -24,7 +24,7 @@ from gymverse.curriculum.options import CurriculumOptions
 from gymverse.curriculum.service import CHECKPOINT_FILE as STATE_FILE
 from gymverse.testing.parity import expected_advantages as core_advantages
 from gymverse.trajectory import Trajectory
-from gymverse_rl2.dataset import write_dataset
+from gymverse_rl2.cli import write_dataset
 from gymverse_rl2.episodes import state_dict_of
 from gymverse_rl2.patch import install, uninstall
 from gymverse_rl2.runtime import current
@@ -281,7 +281,7 @@ def test_perpo_off_leaves_rl2_bit_identical(stack: Stack, trained: set[str]) -> 
     assert torch.equal(ours["advantages"], theirs["advantages"])
     install(Settings(perpo=True))
     perpo_batch = {k: v.clone() for k, v in on[0].items()}
-    current().pending_env_ids = None
+    current().pending = None
     with pytest.raises(RuntimeError, match="no GymVerse episode records"):
         ppo.compute_advantages(stack.config.adv, perpo_batch, on[1], 10)
 

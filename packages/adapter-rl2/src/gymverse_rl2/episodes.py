@@ -1,15 +1,11 @@
-"""One RL2 sample = one GymVerse episode through the core runner, translated to RL2's token record.
+"""One RL2 sample = one GymVerse episode (`run_episode` on a shared-pool session, RL2's SGLang router as the
+generator), translated to RL2's token record. Rows are the core's `EpisodeSpec` in ``extra_info``. A void episode
+(`gymverse.failures`) keeps its row with action mask 0; the curriculum skips it.
 
-A row's ``extra_info`` is the core's `EpisodeSpec`. `play` asks the curriculum for level and turn cap, runs
-`run_episode` on a shared-pool session with RL2's SGLang router as the generator (capped by the run's token
-budget, `Settings.max_sequence_tokens`) and reports training episodes to the curriculum before RL2 filters
-anything. A void episode (`gymverse.failures`) keeps its row with action mask 0; the curriculum skips it.
-
-* RL2 0.0.2 (PyPI): RL2's own turn loop re-tokenizes decoded text, so the launcher replaces the per-sample
-  ``Rollout.rollout`` with `rollout` (RL2's ``async_generate`` and ``state_dict_to_tensor_dict``); the episode's
-  `EpisodeRecord` stays in the runtime and its number rides in `RECORD_TAG` to the advantage hook.
-* RL2 head (ChenmienTan/RL2@9161ede): RL2 hands each `Sample` to the env file's `generate`, as in its Gym example
-  ``envs/gem.py``; the record goes into ``sample.sample["gymverse"]`` (``EpisodeRecord.to_dict``).
+* RL2 0.0.2 (PyPI): its own turn loop re-tokenizes decoded text, so the launcher replaces ``Rollout.rollout``
+  with `rollout`; the `EpisodeRecord` stays in the runtime, its number rides in `RECORD_TAG`.
+* RL2 head (ChenmienTan/RL2@9161ede): RL2 hands each `Sample` to the env file's `generate` (as its Gym example
+  ``envs/gem.py``); the record goes into ``sample.sample["gymverse"]``.
 """
 
 from __future__ import annotations
@@ -18,12 +14,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gymverse.failures import GenerationError, is_trained
-from gymverse.rollout import EpisodeRecord, EpisodeSpec, Generate, Generation, open_session, run_episode
+from gymverse.rollout import EpisodeRecord, EpisodeSpec, Generate, Generation, open_session, renderer_for, run_episode
 from gymverse.trajectory import Trajectory
 
 from gymverse_rl2.runtime import RECORD_TAG, current, training
 
 Post = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]  # RL2's request helper, bound to the router
+RL2_KEYS = ("states", "actions", "action_mask", "logps", "rewards")
 
 
 def spec_of(row: Mapping[str, Any]) -> EpisodeSpec:
@@ -32,9 +29,8 @@ def spec_of(row: Mapping[str, Any]) -> EpisodeSpec:
 
 
 def generation_of(response: Mapping[str, Any]) -> Generation:
-    """The reply in an SGLang ``/generate`` response: an ``error`` body (context length, engine error) raises
-    `GenerationError` (the episode ends ``generation_error``); ``finish_reason.type == "abort"`` is an aborted
-    `Generation` (the episode is void)."""
+    """The reply in an SGLang ``/generate`` response; an ``error`` body (context length, engine error) raises
+    `GenerationError`, ``finish_reason.type == "abort"`` gives an aborted `Generation` (both: a void episode)."""
     meta = response.get("meta_info")
     if not isinstance(meta, Mapping):
         error = response.get("error") or (response.get("message") if response.get("object") == "error" else None)
@@ -63,7 +59,8 @@ def sglang_generate(post: Post, sampling_params: Mapping[str, Any]) -> Generate:
 
 
 async def play(spec: EpisodeSpec, tokenizer: Any, generate: Generate, *, train: bool) -> Trajectory:
-    """Run one episode through the core runner; training episodes are reported to the curriculum."""
+    """Run one episode (level and turn cap from the curriculum, token budget from RL2's limits); training episodes
+    are reported to the curriculum before RL2 filters anything."""
     rt = current()
     train = train and not spec.validation
     conf = await rt.curriculum.aepisode_config(spec.env_id, validation=not train)
@@ -72,7 +69,7 @@ async def play(spec: EpisodeSpec, tokenizer: Any, generate: Generate, *, train: 
         traj = await run_episode(
             session,
             generate,
-            renderer=rt.renderer(tokenizer),
+            renderer=renderer_for(tokenizer, system_prompt=rt.settings.system_prompt),
             horizon=conf.max_turns,
             seed=spec.seed,
             complexity=conf.complexity if conf.complexity is not None else spec.complexity,
@@ -102,10 +99,8 @@ def state_dict_of(traj: Trajectory) -> dict[str, list[Any]]:
     logps = [0.0] * n + [float(x) for x in tokens.response_logprobs or [0.0] * len(tokens.response_ids)]
     actions = [s if m else 0 for s, m in zip(states, mask)]
     cut = current().settings.max_sequence_tokens or len(states)
-    return {k: v[:cut] for k, v in zip(RL2_KEYS, (states, actions, mask, logps, rewards))}
-
-
-RL2_KEYS = ("states", "actions", "action_mask", "logps", "rewards")
+    values: tuple[list[Any], ...] = (states, actions, mask, logps, rewards)
+    return {k: v[:cut] for k, v in zip(RL2_KEYS, values)}
 
 
 def metrics_of(traj: Trajectory) -> dict[str, list[Any]]:

@@ -1,11 +1,7 @@
-"""The ``gymverse.*`` options of an RL2 run, written like RL2's own Hydra overrides (``gymverse.perpo=true``).
-
-The launcher (`gymverse_rl2.train`) removes them from the command line before RL2's Hydra sees them, so RL2's
-config and its checks stay exactly RL2's. Curriculum knobs are the core's `CurriculumOptions`, one name each
-(``gymverse.evolve``, ``gymverse.patience``, ``gymverse.max_turns``, ``gymverse.horizon`` ...); the adapter's own
-are ``perpo``, ``max_response_tokens`` and ``system_prompt``. ``max_sequence_tokens`` and ``pool_size`` are not
-options: the launcher derives them from RL2's config (`gymverse_rl2.train.launch_settings`).
-"""
+"""The ``gymverse.*`` options of an RL2 run, written like RL2's Hydra overrides (``gymverse.perpo=true``) and taken
+out by the launcher before RL2's Hydra sees them. Curriculum knobs are the core's `CurriculumOptions`, one name
+each (``gymverse.evolve``, ``gymverse.patience``, ``gymverse.max_turns``, ``gymverse.horizon`` ...); the adapter's
+own are `OWN`. ``max_sequence_tokens`` and ``pool_size`` come from RL2's config (`train.launch_settings`)."""
 
 from __future__ import annotations
 
@@ -18,8 +14,7 @@ from typing import Any
 
 from gymverse.curriculum.options import KNOBS, CurriculumOptions, parse_value
 
-#: Environment variable carrying the JSON settings (set by the launcher, read by the env file's process).
-ENV_VAR = "GYMVERSE_RL2"
+ENV_VAR = "GYMVERSE_RL2"  # the JSON settings, set by the launcher for every process of the run
 PREFIX = "gymverse."
 OWN = ("perpo", "max_response_tokens", "system_prompt")
 
@@ -32,8 +27,8 @@ class Settings:
     max_response_tokens: int | None = None  # token budget of a whole episode's response (model + env turns)
     system_prompt: str = ""
     curriculum: CurriculumOptions = field(default_factory=CurriculumOptions)
-    max_sequence_tokens: int | None = None  # prompt + response cap, from RL2's max_length_per_device (launcher)
-    pool_size: int = 256  # env sessions at once, from RL2's batch settings (launcher)
+    max_sequence_tokens: int | None = None  # prompt + response cap, from RL2's max_length_per_device
+    pool_size: int = 256  # env sessions open at once, from RL2's batch settings
 
     def __post_init__(self) -> None:
         if self.max_response_tokens is not None and self.max_response_tokens < 1:
@@ -56,8 +51,7 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """The settings of this process (defaults when `ENV_VAR` is unset)."""
-        text = os.environ.get(ENV_VAR)
-        return cls.from_json(text) if text else cls()
+        return cls.from_json(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR) else cls()
 
 
 def split_argv(argv: Sequence[str]) -> tuple[Settings, list[str]]:

@@ -1,11 +1,8 @@
-"""``python -m gymverse_rl2.train <RL2 overrides> gymverse.<option>=<value> ...``: RL2's PPO with GymVerse.
+"""``[torchrun ...] -m gymverse_rl2.train <RL2 overrides> gymverse.<option>=<value> ...``: RL2's PPO with GymVerse.
 
-Run it where you would run ``-m RL2.trainer.ppo`` (``torchrun --nproc_per_node=N -m gymverse_rl2.train ...``).
-In every rank it takes out the ``gymverse.*`` options (`gymverse_rl2.settings`), adds
-``rollout.env_path=<the GymVerse env file>`` when none is given, composes RL2's own Hydra config from the rest and
-refuses, with the setting to change, what would crash RL2 or break PERPO and the curriculum
-(`launch_settings`); then it wraps RL2's hooks (`gymverse_rl2.patch`) and runs RL2's own entry point
-``RL2.trainer.ppo`` as ``__main__``, so RL2's Hydra config, checks and training loop are RL2's.
+In every rank: take out the ``gymverse.*`` options, add ``rollout.env_path=<the env file>`` unless given, compose
+RL2's own config and refuse, naming the setting, what would crash RL2 or break PERPO or the curriculum
+(`launch_settings`); then wrap RL2's hooks (`gymverse_rl2.patch`) and run RL2's own ``RL2.trainer.ppo`` main.
 """
 
 from __future__ import annotations
@@ -49,9 +46,9 @@ def rl2_config(overrides: Sequence[str]) -> Any:
 def launch_settings(config: Any, settings: Settings) -> Settings:
     """`settings` with the token budget and pool size RL2's `config` implies; a ValueError names what to change.
 
-    RL2 asserts that no packed sequence (prompt + response - 1 tokens, it drops the last) is longer than
-    ``sp_size * tp_size * max_length_per_device`` of the actor (and ``max_inference_length_per_device`` for its
-    log-prob passes, the reference actor's and the critic's), so every episode is capped to the smallest of them.
+    RL2 asserts no packed sequence (prompt + response - 1 tokens) is longer than ``sp_size * tp_size *
+    max_length_per_device`` (``max_inference_length_per_device`` for log-prob passes; actor, ref_actor, critic):
+    every episode is capped to the smallest (`run_episode`'s ``max_sequence_tokens``).
     """
     from omegaconf import OmegaConf
 
@@ -59,33 +56,37 @@ def launch_settings(config: Any, settings: Settings) -> Settings:
         value = OmegaConf.select(config, key, default=default)
         return default if value is None else value
 
-    if get("actor.max_length_per_device") is None:
-        raise ValueError(
+    refusals = [
+        (
+            get("actor.max_length_per_device") is None,
             "actor.max_length_per_device is null (RL2 packs every update by it and would crash at the first actor "
-            "update): set it, e.g. actor.max_length_per_device=8192; GymVerse caps each episode to it"
-        )
-    caps = []
-    for section in ("actor", "ref_actor", "critic"):
-        shards = int(get(f"{section}.sp_size", 1)) * int(get(f"{section}.tp_size", 1))
-        for key in ("max_length_per_device", "max_inference_length_per_device"):
-            if get(f"{section}.{key}") is not None:
-                caps.append(shards * int(get(f"{section}.{key}")))
-    if settings.perpo and get("adv.estimator", "reinforce") != "reinforce":
-        raise ValueError(
+            "update): set it, e.g. actor.max_length_per_device=8192; GymVerse caps each episode to it",
+        ),
+        (
+            settings.perpo and get("adv.estimator", "reinforce") != "reinforce",
             f"gymverse.perpo=true replaces RL2's reinforce estimator, not adv.estimator={get('adv.estimator')}: "
-            "set adv.estimator=reinforce or gymverse.perpo=false"
-        )
-    kl_type = get("actor.kl.type")
-    if settings.perpo and float(get("actor.kl.coef", 0.0)) > 0 and kl_type != "loss":
-        raise ValueError(
-            f"gymverse.perpo=true with actor.kl.type={kl_type}: PERPO returns never include KL; "
-            "set actor.kl.type=loss (RL2's KL loss) or actor.kl.coef=0"
-        )
-    if get("rollout.train.partial_rollout", False) or get("rollout.partial_rollout", False):
-        raise ValueError(
+            "set adv.estimator=reinforce or gymverse.perpo=false",
+        ),
+        (
+            settings.perpo and float(get("actor.kl.coef", 0.0)) > 0 and get("actor.kl.type") != "loss",
+            f"gymverse.perpo=true with actor.kl.type={get('actor.kl.type')}: PERPO returns never include KL; "
+            "set actor.kl.type=loss (RL2's KL loss) or actor.kl.coef=0",
+        ),
+        (
+            bool(get("rollout.train.partial_rollout", False)),
             "rollout.train.partial_rollout=true: RL2 would abort samples mid-episode and resume them after a weight "
-            "update; a GymVerse episode cannot resume mid-turn, set rollout.train.partial_rollout=false"
-        )
+            "update; a GymVerse episode cannot resume mid-turn, set rollout.train.partial_rollout=false",
+        ),
+    ]
+    for refused, reason in refusals:
+        if refused:
+            raise ValueError(reason)
+    caps = [
+        int(get(f"{s}.sp_size", 1)) * int(get(f"{s}.tp_size", 1)) * int(get(f"{s}.{k}"))
+        for s in ("actor", "ref_actor", "critic")
+        for k in ("max_length_per_device", "max_inference_length_per_device")
+        if get(f"{s}.{k}") is not None
+    ]
     prompts = get("train_data.prompts_per_rollout", get("rollout.train.prompts_per_rollout"))
     responses = get("train_data.responses_per_prompt", get("rollout.train.responses_per_prompt", 1))
     pool = pool_size_for(int(prompts) * int(responses)) if prompts is not None else settings.pool_size
