@@ -15,7 +15,6 @@ _EXPORTS = {
     "GymVerseArgs": "gymverse_oat.args",
     "GymVerseLearner": "gymverse_oat.learner",
     "GymVerseTransition": "gymverse_oat.episodes",
-    "perpo_advantages": "gymverse_oat.advantages",
 }
 
 __all__ = sorted(_EXPORTS)
