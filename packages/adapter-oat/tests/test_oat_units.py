@@ -124,7 +124,9 @@ def test_vllm_abort_and_missing_logprobs() -> None:
     done = CompletionOutput(0, "hi", [5, 6], None, [{5: Logprob(-0.1)}, {6: Logprob(-0.2)}], "stop")
     unasked = CompletionOutput(0, "hi", [5, 6], None, None, "length")
     aborted = CompletionOutput(0, "", [], None, None, "abort")
-    gens = generations_from_vllm([RequestOutput(str(i), None, [1], [c]) for i, c in enumerate([done, unasked, aborted])])
+    gens = generations_from_vllm(
+        [RequestOutput(str(i), None, [1], [c]) for i, c in enumerate([done, unasked, aborted])]
+    )
     assert [list(g.token_ids) for g in gens] == [[5, 6], [5, 6], []]
     assert gens[0].logprobs == [-0.1, -0.2] and gens[1].logprobs is None
     assert not gens[0].aborted and gens[2].aborted and gens[1].finish_reason == "length"

@@ -1,13 +1,8 @@
-"""`GymVerseActor`: oat's multi-turn PPO actor playing GymVerse envs through the core episode pipeline.
-
-oat calls ``actor.step()`` (PPOMultiTurnActor: collect, log, serialize to plasma); we supply
-``collect_experience``: episodes run with `run_episode` on sessions from the core's shared pool (default step and
-reset timeouts, sized for ``--num_env``), the core renderer for the tokenizer, vLLM generation batched across the
-actor's concurrent episodes (`BatchedGenerate`), the curriculum replica's level, turn cap and env choice, and
-oat's ``--max_model_len`` as each episode's token budget. ``one_env`` (the reference) plays a batch in one env,
-envs taking turns batch by batch; ``round_robin`` / ``weighted`` mix envs in a batch. Episodes run ``num_env`` at
-a time until the batch holds ``rollout_batch_size_per_device`` transitions.
-"""
+"""`GymVerseActor`: oat's multi-turn PPO actor; ``collect_experience`` plays GymVerse episodes with `run_episode`
+on shared-pool sessions (default step/reset timeouts, sized for ``--num_env``), the core renderer, vLLM calls
+batched across concurrent episodes (`BatchedGenerate`), the curriculum replica's env, level and turn cap, and
+``--max_model_len`` as each episode's token budget, ``num_env`` at a time until the batch holds
+``rollout_batch_size_per_device`` transitions (``one_env``: a batch from one env, envs taking turns)."""
 
 from __future__ import annotations
 
@@ -63,7 +58,6 @@ class GymVerseActor(PPOMultiTurnActor):
         self.episodes_started = 0
         self._loop = asyncio.new_event_loop()
 
-    # ------------------------------------------------------------------ courier calls from the learner
     def load_curriculum(self, state: dict[str, Any]) -> dict[str, int]:
         """Adopt the learner's curriculum state (levels, streaks, horizon); returns the levels now in effect."""
         self.curriculum.load_state_dict(state)
@@ -73,7 +67,6 @@ class GymVerseActor(PPOMultiTurnActor):
         """This replica's state (its mixer position is the one the learner checkpoints)."""
         return self.curriculum.state_dict()
 
-    # ------------------------------------------------------------------ collection
     def collect_experience(self) -> tuple[list[list[GymVerseTransition]], dict[str, Any]]:
         """One batch of finished episodes as oat transitions (void episodes left out), plus collection metrics."""
         trajectories = self._loop.run_until_complete(self._collect())

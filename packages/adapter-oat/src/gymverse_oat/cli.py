@@ -1,12 +1,6 @@
-"""``gymverse-oat``: the reference recipe's launch script on GymVerse envs (oat's own flags, plus ours).
-
-    gymverse-oat --env_id "games:GuessTheNumber|logic:Nonogram" --evolve --gamma 0.9 --norm_return \\
-        --pretrain Qwen/Qwen3-4B-Base --gpus 4 --collocate ...
-
-Flags are parsed by tyro from `GymVerseArgs` (oat's `PPOArgs` + the env, return and evolution flags), validated by
-oat's `default_args_validation`, and the program is oat's: `oat.interface.get_program` with our learner and actor
-classes, launched by launchpad.
-"""
+"""``gymverse-oat``: the reference recipe's launch script on GymVerse envs (oat's own flags, plus ours): tyro
+parses `GymVerseArgs`, oat's `default_args_validation` checks them, and oat's `get_program` with our learner and
+actor runs under launchpad. Modes that would break curriculum or weight consistency are refused with a reason."""
 
 from __future__ import annotations
 

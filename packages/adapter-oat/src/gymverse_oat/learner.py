@@ -92,7 +92,6 @@ class GymVerseLearner(PPOMultiTurnLearner):
         self.eval_prompts_dataset = RolloutSlots(0)
         self.eval_prompts_dataloader = DataLoader(self.eval_prompts_dataset, batch_size=1)
 
-    # ------------------------------------------------------------------ curriculum
     def curriculum_checkpoint(self) -> dict[str, Any]:
         """The curriculum state to checkpoint: this replica plus actor 0's mixer position."""
         state = self.curriculum.state_dict()
@@ -126,7 +125,6 @@ class GymVerseLearner(PPOMultiTurnLearner):
             logger.info("curriculum: %(env_id)s level %(old_level)s -> %(new_level)s (%(reason)s)", change)
         return metrics
 
-    # ------------------------------------------------------------------ PERPO
     def all_reduce_sum(self, array: np.ndarray) -> np.ndarray:
         """Sum a float64 array over the learner ranks (oat's strategy: CPU tensors go through the device)."""
         out = self.strategy.all_reduce(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64)), op="sum")
