@@ -18,14 +18,11 @@ import pytest
 import torch
 from gymverse.curriculum.options import CurriculumOptions
 from gymverse.failures import GenerationError
-from gymverse.rollout import EpisodeRecord
-from gymverse_rl2 import runtime
-from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.cli import dataset_rows
+from gymverse.rollout import EpisodeRecord, episode_specs
+from gymverse_rl2 import settings as runtime
 from gymverse_rl2.episodes import generation_of, spec_of
-from gymverse_rl2.patch import _wrap_tensor_dicts
-from gymverse_rl2.runtime import RECORD_TAG
-from gymverse_rl2.settings import Settings
+from gymverse_rl2.patch import _wrap_tensor_dicts, perpo_advantages
+from gymverse_rl2.settings import RECORD_TAG, Settings
 from gymverse_rl2.train import env_path
 from rl2_harness import stop_children
 from rl2_head_model import Sample, SampleGroup, install_communication_module
@@ -65,7 +62,10 @@ def play_groups(url: str, tokenizer_dir: Path, settings: Settings) -> list[Sampl
         {"responses_per_prompt": 2, "sampling_params": {"temperature": 1.0, "max_new_tokens": 48, "stop": None}}
     )
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    groups = [SampleGroup(config, tokenizer, row) for row in dataset_rows(ENVS, 2, seed=5)]
+    groups = [
+        SampleGroup(config, tokenizer, row)
+        for row in [{"extra_info": s.to_dict()} for s in episode_specs(ENVS, 2, seed=5)]
+    ]
 
     async def run() -> None:
         await asyncio.gather(*(g.generate(url, env.generate) for g in groups))

@@ -23,8 +23,7 @@ from gymverse.curriculum.options import CurriculumOptions
 from gymverse.rollout import ByteTokenizer, EpisodeRecord, EpisodeSpec
 from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories
 from gymverse.trajectory import Trajectory
-from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.patch import install, uninstall
+from gymverse_rl2.patch import install, perpo_advantages, uninstall
 from gymverse_rl2.settings import Settings
 from gymverse_rl2.train import launch_settings
 from rl2_harness import cpu_rollout, rl2_config

@@ -27,8 +27,7 @@ from gymverse.trajectory import Trajectory
 from gymverse_rl2.cli import write_dataset
 from gymverse_rl2.episodes import state_dict_of
 from gymverse_rl2.patch import install, uninstall
-from gymverse_rl2.runtime import current
-from gymverse_rl2.settings import Settings
+from gymverse_rl2.settings import Settings, current
 from gymverse_rl2.train import env_path, launch_settings
 from rl2_harness import RL2Trace, rl2_config, stop_children
 

@@ -7,22 +7,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
 from gymverse.rollout import episode_specs
 
 
-def dataset_rows(env_ids: Sequence[str], n: int, **kwargs: Any) -> Iterator[dict[str, Any]]:
-    """RL2 rows ``{"extra_info": EpisodeSpec}`` in the core's scheme (`episode_specs`; no prompt: the env's reset)."""
-    for spec in episode_specs(env_ids, n, **kwargs):
-        yield {"extra_info": spec.to_dict()}
-
-
 def write_dataset(env_ids: Sequence[str], n: int, out: str, **kwargs: Any) -> int:
-    """Write `dataset_rows` to the JSONL file `out`; returns the number of rows."""
-    rows = list(dataset_rows(env_ids, n, **kwargs))
+    """RL2 rows ``{"extra_info": EpisodeSpec}`` (`episode_specs`; no prompt: the env's reset) to JSONL `out`."""
+    rows = [{"extra_info": spec.to_dict()} for spec in episode_specs(env_ids, n, **kwargs)]
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(row) + "\n" for row in rows)

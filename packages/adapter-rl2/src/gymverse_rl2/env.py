@@ -6,15 +6,13 @@ from typing import Any
 from gymverse_rl2.episodes import generate
 
 __all__ = ["generate", "reset", "step"]
-_LAUNCH = (
-    "RL2 0.0.2 runs its own turn loop over decoded text (no exact reply tokens, its own turn limit); GymVerse "
-    "episodes run through the core runner: launch with `python -m gymverse_rl2.train <the same overrides>`"
-)
 
 
-async def reset(extra_info: Any) -> Any:
-    raise RuntimeError(_LAUNCH)
+async def reset(*args: Any) -> Any:
+    raise RuntimeError(
+        "RL2 0.0.2 runs its own turn loop over decoded text (no exact reply tokens, its own turn limit); GymVerse "
+        "episodes run through the core runner: launch with `python -m gymverse_rl2.train <the same overrides>`"
+    )
 
 
-async def step(state_text: str, action_text: str, extra_info: Any) -> Any:
-    raise RuntimeError(_LAUNCH)
+step = reset

@@ -1,12 +1,6 @@
-"""One RL2 sample = one GymVerse episode (`run_episode` on a shared-pool session, RL2's SGLang router as the
-generator), translated to RL2's token record. Rows are the core's `EpisodeSpec` in ``extra_info``. A void episode
-(`gymverse.failures`) keeps its row with action mask 0; the curriculum skips it.
-
-* RL2 0.0.2 (PyPI): its own turn loop re-tokenizes decoded text, so the launcher replaces ``Rollout.rollout``
-  with `rollout`; the `EpisodeRecord` stays in the runtime, its number rides in `RECORD_TAG`.
-* RL2 head (ChenmienTan/RL2@9161ede): RL2 hands each `Sample` to the env file's `generate` (as its Gym example
-  ``envs/gem.py``); the record goes into ``sample.sample["gymverse"]``.
-"""
+"""One RL2 sample = one GymVerse episode (`run_episode`, RL2's SGLang router generating) as RL2's token record; a
+void episode keeps its row with action mask 0. RL2 0.0.2: `rollout` replaces ``Rollout.rollout`` (its own loop
+re-tokenizes text); RL2 head (@9161ede): the env file's `generate`, record in ``sample.sample["gymverse"]``."""
 
 from __future__ import annotations
 
@@ -14,10 +8,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gymverse.failures import GenerationError, is_trained
-from gymverse.rollout import EpisodeRecord, EpisodeSpec, Generate, Generation, open_session, renderer_for, run_episode
+from gymverse.rollout import EpisodeRecord, EpisodeSpec, Generation, open_session, renderer_for, run_episode
 from gymverse.trajectory import Trajectory
 
-from gymverse_rl2.runtime import RECORD_TAG, current, training
+from gymverse_rl2.settings import RECORD_TAG, current, training
 
 Post = Callable[[dict[str, Any]], Awaitable[Mapping[str, Any]]]  # RL2's request helper, bound to the router
 RL2_KEYS = ("states", "actions", "action_mask", "logps", "rewards")
@@ -29,41 +23,27 @@ def spec_of(row: Mapping[str, Any]) -> EpisodeSpec:
 
 
 def generation_of(response: Mapping[str, Any]) -> Generation:
-    """The reply in an SGLang ``/generate`` response; an ``error`` body (context length, engine error) raises
-    `GenerationError`, ``finish_reason.type == "abort"`` gives an aborted `Generation` (both: a void episode)."""
+    """The reply in an SGLang response; a refusal (``error`` body: context length...) raises `GenerationError`."""
     meta = response.get("meta_info")
     if not isinstance(meta, Mapping):
-        error = response.get("error") or (response.get("message") if response.get("object") == "error" else None)
-        if error:
-            raise GenerationError(f"SGLang refused the request: {error}")
-        raise RuntimeError(f"SGLang response without meta_info: {dict(response)!r:.300}")
+        raise GenerationError(f"SGLang refused the request: {response.get('error') or dict(response)!r:.300}")
     finish = meta.get("finish_reason") or {}
-    reason = str(finish.get("type")) if isinstance(finish, Mapping) else str(finish)
-    if reason != "abort" and "output_token_logprobs" not in meta:
-        raise RuntimeError(f"SGLang response without meta_info.output_token_logprobs: {dict(response)!r:.300}")
     entries = meta.get("output_token_logprobs") or []
+    reason = str(finish.get("type") if isinstance(finish, Mapping) else finish)
     return Generation([int(e[1]) for e in entries], [float(e[0]) for e in entries], reason)
 
 
-def sglang_generate(post: Post, sampling_params: Mapping[str, Any]) -> Generate:
-    """`run_episode`'s generator over RL2's router: RL2's sampling params, capped by the episode's budget."""
-    params = dict(sampling_params)
-    limit = params.get("max_new_tokens")
-
-    async def generate(prompt_ids: list[int], max_tokens: int | None) -> Generation:
-        caps = [c for c in (limit, max_tokens) if c is not None]
-        sampling = {**params, "max_new_tokens": min(caps) if caps else None, "no_stop_trim": True}
-        return generation_of(await post({"input_ids": prompt_ids, "sampling_params": sampling, "return_logprob": True}))
-
-    return generate
-
-
-async def play(spec: EpisodeSpec, tokenizer: Any, generate: Generate, *, train: bool) -> Trajectory:
-    """Run one episode (level and turn cap from the curriculum, token budget from RL2's limits); training episodes
-    are reported to the curriculum before RL2 filters anything."""
+async def play(spec: EpisodeSpec, tokenizer: Any, post: Post, params: Mapping[str, Any], train: bool) -> Trajectory:
+    """One episode (curriculum level and turn cap, RL2's limits as budget), recorded before RL2 filters anything."""
     rt = current()
     train = train and not spec.validation
     conf = await rt.curriculum.aepisode_config(spec.env_id, validation=not train)
+
+    async def generate(prompt_ids: list[int], max_tokens: int | None) -> Generation:
+        caps = [c for c in (params.get("max_new_tokens"), max_tokens) if c is not None]
+        sampling = {**params, "max_new_tokens": min(caps) if caps else None, "no_stop_trim": True}
+        return generation_of(await post({"input_ids": prompt_ids, "sampling_params": sampling, "return_logprob": True}))
+
     session = await open_session(spec.env_id)
     try:
         traj = await run_episode(
@@ -84,30 +64,26 @@ async def play(spec: EpisodeSpec, tokenizer: Any, generate: Generate, *, train: 
 
 
 def state_dict_of(traj: Trajectory) -> dict[str, list[Any]]:
-    """RL2's token record of an episode: one sequence, rewards on each model turn's last token, action mask 0 in
-    a void episode; a prompt alone past the budget (the episode ended ``length`` at once) is cut to it."""
+    """RL2's record of an episode: rewards on each turn's last token, action mask 0 if void, cut to the budget."""
     tokens = traj.tokens
     if tokens is None:
         raise ValueError(f"{traj.env_id}: trajectory has no tokens (not from gymverse.rollout.run_episode)")
     n = len(tokens.prompt_ids)
     states = [*tokens.prompt_ids, *tokens.response_ids]
-    trained = is_trained(traj.stop_reason or "terminated")
-    mask = [0] * n + [int(m) * trained for m in tokens.response_mask]
+    mask = [0] * n + [int(m) * is_trained(traj.stop_reason or "terminated") for m in tokens.response_mask]
     rewards = [0.0] * len(states)
     for turn, end in zip(traj.turns, tokens.turn_ends):
         rewards[n + end - 1] += float(turn.reward)
     logps = [0.0] * n + [float(x) for x in tokens.response_logprobs or [0.0] * len(tokens.response_ids)]
-    actions = [s if m else 0 for s, m in zip(states, mask)]
-    cut = current().settings.max_sequence_tokens or len(states)
-    values: tuple[list[Any], ...] = (states, actions, mask, logps, rewards)
-    return {k: v[:cut] for k, v in zip(RL2_KEYS, values)}
+    values: tuple[list[Any], ...] = (states, [s if m else 0 for s, m in zip(states, mask)], mask, logps, rewards)
+    return {k: v[: current().settings.max_sequence_tokens or len(states)] for k, v in zip(RL2_KEYS, values)}
 
 
 def metrics_of(traj: Trajectory) -> dict[str, list[Any]]:
     """RL2's rollout metrics of one episode (``response_length`` per model turn)."""
-    spans = traj.tokens.turn_spans() if traj.tokens is not None else []
+    lengths = [b - a for a, b in traj.tokens.turn_spans()] if traj.tokens is not None else []
     return {
-        "response_length": [b - a for a, b in spans],
+        "response_length": lengths,
         "length_clip_ratio": [traj.stop_reason == "length"],
         "n_turns": [len(traj.turns)],
         "scores": [traj.total_reward],
@@ -126,7 +102,7 @@ async def rollout(self: Any, data: dict[str, Any], train: bool) -> tuple[list[di
         return await async_generate(self.router_url, payload["input_ids"], payload["sampling_params"])
 
     params = self.train_sampling_params if train else self.test_sampling_params
-    traj = await play(spec_of(data), self.tokenizer, sglang_generate(post, params), train=train)
+    traj = await play(spec_of(data), self.tokenizer, post, params, train)
     tensor_dict = state_dict_to_tensor_dict(state_dict_of(traj))
     tensor_dict[RECORD_TAG] = torch.full_like(tensor_dict["states"], current().add(EpisodeRecord.of(traj)))
     return [tensor_dict], metrics_of(traj)
@@ -142,10 +118,8 @@ async def generate(config: Any, tokenizer: Any, router_url: str, sample: Any) ->
     async def post(payload: dict[str, Any]) -> Any:
         return await async_request(router_url, "generate", json=payload)
 
-    params = OmegaConf.to_container(config.sampling_params, resolve=True)
-    assert isinstance(params, dict), f"rollout sampling_params must be a mapping, got {params!r}"
-    gen = sglang_generate(post, {str(k): v for k, v in params.items()})
-    traj = await play(spec_of(sample.sample), tokenizer, gen, train=training.get())
+    params: Any = OmegaConf.to_container(config.sampling_params, resolve=True)
+    traj = await play(spec_of(sample.sample), tokenizer, post, params, training.get())
     record = state_dict_of(traj)
     assert traj.tokens is not None  # state_dict_of checked it
     sample.state_text = tokenizer.decode(traj.tokens.prompt_ids)

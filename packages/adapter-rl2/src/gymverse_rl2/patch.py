@@ -1,28 +1,28 @@
-"""GymVerse in RL2's hooks (installed by the launcher). Always: ``Rollout.__call__`` (validation flag, curriculum
-step end, the batch's `EpisodeRecord` numbers taken out) and RL2 0.0.2's ``Rollout.rollout``. PERPO:
-``compute_advantages`` (RL2's own first; off, advantages are RL2's bit for bit). Curriculum on: checkpoint
-save/load also write/read the core's file in ``<save_dir>/step<N>``; RL2 resumes the highest ``step<N>`` (no
-"latest" marker), so it is written right after RL2's folder: a crash in between fails the resume loudly."""
+"""GymVerse in RL2's hooks: ``Rollout.__call__`` (validation flag, curriculum step, the batch's records), 0.0.2's
+``Rollout.rollout``; PERPO: ``compute_advantages`` (off: RL2's bit for bit); curriculum: checkpoint save/load (the
+core's file in ``step<N>``, written right after RL2's folder: no "latest" marker, so a crash in between fails)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
-import logging
+import itertools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import torch
+import torch.distributed as dist
 from gymverse.curriculum.service import load_checkpoint, save_checkpoint
-from gymverse.rollout import EpisodeRecord
+from gymverse.perpo import DEFAULT_EPS, advantages, turn_ends_from_mask
+from gymverse.rollout import EpisodeBatch, EpisodeRecord
 
 from gymverse_rl2 import episodes
-from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.runtime import RECORD_TAG, Runtime, configure, current, training
-from gymverse_rl2.settings import ENV_VAR, Settings
+from gymverse_rl2.settings import RECORD_TAG, Runtime, Settings, configure, current, training
 
-logger = logging.getLogger("gymverse_rl2")
 _installed: list[tuple[Any, str, Any]] = []
 
 
@@ -38,15 +38,9 @@ def uninstall() -> None:
         setattr(owner, name, original)
 
 
-def _rank0() -> bool:
-    import torch.distributed as dist
-
-    return not dist.is_initialized() or dist.get_rank() == 0
-
-
 def _after_rollout(out: Any, train: bool, step: int) -> Any:
     rt = current()
-    if not _rank0():
+    if dist.get_rank() != 0:
         return out
     if train:
         from RL2.utils.logging import gather_and_log
@@ -56,9 +50,7 @@ def _after_rollout(out: Any, train: bool, step: int) -> Any:
         stats.update({f"gymverse/success/{e}": [v] for e, v in report.success.items()})
         if stats:
             gather_and_log(stats, step)
-        for change in report.changes:
-            logger.info("GymVerse %s: complexity %s -> %s", change["env_id"], change["old_level"], change["new_level"])
-    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict) and RECORD_TAG in out[0]:
+    if isinstance(out, tuple) and isinstance(out[0], dict) and RECORD_TAG in out[0]:  # 0.0.2 and head, rank 0
         keys = out[0].pop(RECORD_TAG)
         rt.pending = [rt.records[int(keys[int(a), 0])] for a in out[1][:-1]]
     rt.records.clear()
@@ -94,8 +86,6 @@ def _wrap_tensor_dicts(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def to_all_tensor_dicts_and_metrics(self: Any) -> Any:
-        import torch
-
         all_tensor_dicts, metrics = original(self)
         for sample, tensor_dicts in zip(self.samples, all_tensor_dicts):
             key = current().add(EpisodeRecord.from_dict(sample.sample["gymverse"]))
@@ -106,6 +96,32 @@ def _wrap_tensor_dicts(original: Callable[..., Any]) -> Callable[..., Any]:
     return to_all_tensor_dicts_and_metrics
 
 
+def perpo_advantages(  # RL2 shifts tokens by one and may split a trajectory over rows: rows laid end to end
+    tensor_dict: dict[str, torch.Tensor],
+    cu_seqs: Any,
+    records: Sequence[EpisodeRecord],
+    *,
+    gamma: float = 1.0,
+    eps: float = DEFAULT_EPS,
+) -> torch.Tensor:
+    """Advantages shaped like ``tensor_dict["action_mask"]`` (float32, 0 off action tokens and in void rows)."""
+    bounds = list(itertools.pairwise(int(c) for c in cu_seqs))
+    if len(bounds) != len(records):
+        raise ValueError(f"{len(bounds)} trajectories in the batch but {len(records)} episode records")
+    mask = tensor_dict["action_mask"]
+    seq_len = int(mask.shape[1])
+    rows = np.zeros((len(bounds), max([1, *((b - a) * seq_len for a, b in bounds)])), dtype=np.int64)
+    for j, (a, b) in enumerate(bounds):
+        rows[j, : (b - a) * seq_len] = mask[a:b].reshape(-1).numpy()
+    ends = turn_ends_from_mask(rows, [len(r.turn_rewards) for r in records])
+    aligned = [dataclasses.replace(r, turn_ends=tuple(e)) for r, e in zip(records, ends)]
+    out = np.asarray(advantages(EpisodeBatch.of(aligned, rows), gamma=gamma, eps=eps).tokens)
+    adv = torch.zeros(mask.shape, dtype=torch.float32)
+    for j, (a, b) in enumerate(bounds):
+        adv[a:b] = torch.from_numpy(out[j, : (b - a) * seq_len]).reshape(b - a, seq_len).float()
+    return adv
+
+
 def _wrap_advantages(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def compute_advantages(config: Any, tensor_dict: dict[str, Any], cu_seqs: Any, step: int) -> None:
@@ -114,10 +130,7 @@ def _wrap_advantages(original: Callable[..., Any]) -> Callable[..., Any]:
         rt = current()
         records, rt.pending = rt.pending, None
         if records is None:
-            raise RuntimeError(
-                "gymverse.perpo=true but this batch carries no GymVerse episode records: its samples did not come "
-                "from the GymVerse env file (rollout.env_path=$(gymverse-rl2 env-path))"
-            )
+            raise RuntimeError("gymverse.perpo=true but the batch carries no GymVerse episode records")
         tensor_dict["advantages"] = perpo_advantages(tensor_dict, cu_seqs, records, gamma=gamma)
 
     compute_advantages.__gymverse_original__ = original  # type: ignore[attr-defined]
@@ -125,7 +138,7 @@ def _wrap_advantages(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _legacy_load_dir(config: Any) -> str | None:
-    """The folder RL2 0.0.2's ``load_ckpt`` resolves (``trainer.load_ckpt_from``: a path, latest or null)."""
+    """The folder RL2 0.0.2's ``load_ckpt`` resolves."""
     target = config.trainer.load_ckpt_from
     if target == "latest":
         dirs = glob.glob(f"{config.trainer.save_dir}/step*")
@@ -138,14 +151,14 @@ def _checkpoint_hooks(save: Any, load: Any, load_dir: Callable[[Any], str | None
     def save_ckpt(trainer: Any, workers: Any, step: int) -> None:
         save(trainer, workers, step)
         cfg = trainer.config.trainer
-        if cfg.save_freq is not None and step % cfg.save_freq == 0 and _rank0():  # RL2 saved this step
+        if cfg.save_freq is not None and step % cfg.save_freq == 0 and dist.get_rank() == 0:  # RL2 saved this step
             save_checkpoint(current().curriculum, os.path.join(cfg.save_dir, f"step{step}"), step=step)
 
     @functools.wraps(load)
     def load_ckpt(trainer: Any, workers: Any) -> int:
         step = int(load(trainer, workers))
         folder = load_dir(trainer)
-        if folder is not None and _rank0():
+        if folder is not None and dist.get_rank() == 0:
             load_checkpoint(current().curriculum, folder)
         return step
 
@@ -158,7 +171,6 @@ def install(settings: Settings) -> Runtime:
     from RL2.workers.rollout import Rollout
 
     uninstall()
-    os.environ[ENV_VAR] = settings.to_json()
     rt = configure(settings)
     is_legacy = "rollout" in Rollout.__dict__  # 0.0.2 has the per-sample method; the head has SampleGroup
     _set(Rollout, "__call__", _wrap_call(Rollout.__dict__["__call__"], is_legacy))

@@ -1,22 +1,26 @@
-"""The ``gymverse.*`` options of an RL2 run, written like RL2's Hydra overrides (``gymverse.perpo=true``) and taken
-out by the launcher before RL2's Hydra sees them. Curriculum knobs are the core's `CurriculumOptions`, one name
-each (``gymverse.evolve``, ``gymverse.patience``, ``gymverse.max_turns``, ``gymverse.horizon`` ...); the adapter's
-own are `OWN`. ``max_sequence_tokens`` and ``pool_size`` come from RL2's config (`train.launch_settings`)."""
+"""``gymverse.<name>=<value>`` options (taken out before RL2's Hydra sees them: `OWN` plus the core's
+`CurriculumOptions` knobs, one name each) and the rank-0 process state (`current`: RL2 loads the env file as a
+fresh module, so settings, curriculum and episode records live here)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
+import contextvars
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymverse.curriculum import CurriculumState
 from gymverse.curriculum.options import KNOBS, CurriculumOptions, parse_value
+from gymverse.curriculum.service import CurriculumService, LocalCurriculum
+from gymverse.rollout import EpisodeRecord
+from gymverse.vector.pool import configure_shared_pool, shared_pool
 
-ENV_VAR = "GYMVERSE_RL2"  # the JSON settings, set by the launcher for every process of the run
 PREFIX = "gymverse."
 OWN = ("perpo", "max_response_tokens", "system_prompt")
+#: Tensor key carrying each sequence's record number from the rollout to `Rollout.__call__`'s hook (removed there).
+RECORD_TAG = "gymverse_record"
+#: False while RL2 runs validation rollouts (set around `Rollout.__call__` by the installed hooks).
+training: contextvars.ContextVar[bool] = contextvars.ContextVar("gymverse_rl2_training", default=True)
 
 
 @dataclass(frozen=True)
@@ -29,29 +33,6 @@ class Settings:
     curriculum: CurriculumOptions = field(default_factory=CurriculumOptions)
     max_sequence_tokens: int | None = None  # prompt + response cap, from RL2's max_length_per_device
     pool_size: int = 256  # env sessions open at once, from RL2's batch settings
-
-    def __post_init__(self) -> None:
-        if self.max_response_tokens is not None and self.max_response_tokens < 1:
-            raise ValueError(f"gymverse.max_response_tokens must be >= 1, got {self.max_response_tokens}")
-
-    def replace(self, **changes: Any) -> Settings:
-        """A copy with `changes`."""
-        return dataclasses.replace(self, **changes)
-
-    def to_json(self) -> str:
-        """JSON form (the value of `ENV_VAR`)."""
-        return json.dumps({**dataclasses.asdict(self), "curriculum": self.curriculum.to_dict()}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Settings:
-        """Inverse of `to_json`."""
-        data = json.loads(text)
-        return cls(**{**data, "curriculum": CurriculumOptions.from_dict(data.get("curriculum", {}))})
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        """The settings of this process (defaults when `ENV_VAR` is unset)."""
-        return cls.from_json(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR) else cls()
 
 
 def split_argv(argv: Sequence[str]) -> tuple[Settings, list[str]]:
@@ -72,4 +53,44 @@ def split_argv(argv: Sequence[str]) -> tuple[Settings, list[str]]:
             own[key] = parse_value(Settings, key, raw, prefix=PREFIX)
         else:
             knobs[key] = raw
+    if (own.get("max_response_tokens") or 1) < 1:
+        raise ValueError(f"gymverse.max_response_tokens must be >= 1, got {own['max_response_tokens']}")
     return Settings(**own, curriculum=CurriculumOptions.parse(knobs, prefix=PREFIX)), rest
+
+
+@dataclass
+class Runtime:
+    """Settings plus what a run accumulates in the rank-0 process."""
+
+    settings: Settings
+    curriculum: CurriculumService
+    records: list[EpisodeRecord] = field(default_factory=list)  # this rollout's, by their `RECORD_TAG` number
+    pending: list[EpisodeRecord] | None = None  # one per trajectory of the batch awaiting advantages
+
+    def add(self, record: EpisodeRecord) -> int:
+        """Keep `record` for the advantage hook; returns the number its sequences carry."""
+        self.records.append(record)
+        return len(self.records) - 1
+
+
+_current: Runtime | None = None
+
+
+def configure(settings: Settings) -> Runtime:
+    """Start this process's runtime: the curriculum and the shared env pool (sized, default timeouts)."""
+    global _current
+    try:
+        configure_shared_pool(settings.pool_size)
+    except RuntimeError:  # a re-install with other batch settings (tests); a run configures once
+        shared_pool().close()
+        configure_shared_pool(settings.pool_size)
+    _current = Runtime(settings, LocalCurriculum(CurriculumState.from_config(settings.curriculum.to_config())))
+    return _current
+
+
+def current() -> Runtime:
+    """This process's runtime (RL2 is Ray-less: the launcher configured it in this very process; else defaults)."""
+    global _current
+    if _current is None:
+        _current = configure(Settings())
+    return _current

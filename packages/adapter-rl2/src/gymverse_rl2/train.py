@@ -1,12 +1,9 @@
-"""``[torchrun ...] -m gymverse_rl2.train <RL2 overrides> gymverse.<option>=<value> ...``: RL2's PPO with GymVerse.
-
-In every rank: take out the ``gymverse.*`` options, add ``rollout.env_path=<the env file>`` unless given, compose
-RL2's own config and refuse, naming the setting, what would crash RL2 or break PERPO or the curriculum
-(`launch_settings`); then wrap RL2's hooks (`gymverse_rl2.patch`) and run RL2's own ``RL2.trainer.ppo`` main.
-"""
+"""``[torchrun ...] -m gymverse_rl2.train <RL2 overrides> gymverse.<name>=<value>``: in every rank, RL2's config is
+composed and checked (`launch_settings`), RL2's hooks wrapped (`gymverse_rl2.patch`), RL2's own main run."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import runpy
 import sys
@@ -18,6 +15,16 @@ from gymverse.vector.pool import pool_size_for
 from gymverse_rl2.settings import Settings, split_argv
 
 ENTRY = "RL2.trainer.ppo"
+_NULL_LENGTH = (
+    "actor.max_length_per_device is null: RL2 packs every actor update by it and would crash at the first one; "
+    "set it, e.g. actor.max_length_per_device=8192 (GymVerse caps each episode to it)"
+)
+_PERPO = "gymverse.perpo=true replaces RL2's reinforce advantages (or set gymverse.perpo=false)"
+_KL = "PERPO returns never include KL; set actor.kl.type=loss (RL2's KL loss) or actor.kl.coef=0"
+_PARTIAL = (
+    "rollout.train.partial_rollout=true: RL2 would abort episodes and resume them after a weight update, a "
+    "GymVerse episode cannot resume mid-turn; set rollout.train.partial_rollout=false"
+)
 
 
 def env_path() -> str:
@@ -44,41 +51,21 @@ def rl2_config(overrides: Sequence[str]) -> Any:
 
 
 def launch_settings(config: Any, settings: Settings) -> Settings:
-    """`settings` with the token budget and pool size RL2's `config` implies; a ValueError names what to change.
-
-    RL2 asserts no packed sequence (prompt + response - 1 tokens) is longer than ``sp_size * tp_size *
-    max_length_per_device`` (``max_inference_length_per_device`` for log-prob passes; actor, ref_actor, critic):
-    every episode is capped to the smallest (`run_episode`'s ``max_sequence_tokens``).
-    """
+    """`settings` with the token budget (RL2 asserts no packed sequence, prompt + response - 1 tokens, exceeds
+    sp * tp * max_(inference_)length_per_device) and pool size of `config`; a ValueError names what to change."""
     from omegaconf import OmegaConf
 
     def get(key: str, default: Any = None) -> Any:
         value = OmegaConf.select(config, key, default=default)
         return default if value is None else value
 
-    refusals = [
-        (
-            get("actor.max_length_per_device") is None,
-            "actor.max_length_per_device is null (RL2 packs every update by it and would crash at the first actor "
-            "update): set it, e.g. actor.max_length_per_device=8192; GymVerse caps each episode to it",
-        ),
-        (
-            settings.perpo and get("adv.estimator", "reinforce") != "reinforce",
-            f"gymverse.perpo=true replaces RL2's reinforce estimator, not adv.estimator={get('adv.estimator')}: "
-            "set adv.estimator=reinforce or gymverse.perpo=false",
-        ),
-        (
-            settings.perpo and float(get("actor.kl.coef", 0.0)) > 0 and get("actor.kl.type") != "loss",
-            f"gymverse.perpo=true with actor.kl.type={get('actor.kl.type')}: PERPO returns never include KL; "
-            "set actor.kl.type=loss (RL2's KL loss) or actor.kl.coef=0",
-        ),
-        (
-            bool(get("rollout.train.partial_rollout", False)),
-            "rollout.train.partial_rollout=true: RL2 would abort samples mid-episode and resume them after a weight "
-            "update; a GymVerse episode cannot resume mid-turn, set rollout.train.partial_rollout=false",
-        ),
-    ]
-    for refused, reason in refusals:
+    kl = get("actor.kl.type")
+    for refused, reason in [
+        (get("actor.max_length_per_device") is None, _NULL_LENGTH),
+        (settings.perpo and get("adv.estimator", "reinforce") != "reinforce", f"set adv.estimator=reinforce: {_PERPO}"),
+        (settings.perpo and get("actor.kl.coef", 0.0) > 0 and kl != "loss", f"actor.kl.type={kl}: {_KL}"),
+        (bool(get("rollout.train.partial_rollout", False)), _PARTIAL),
+    ]:
         if refused:
             raise ValueError(reason)
     caps = [
@@ -90,7 +77,7 @@ def launch_settings(config: Any, settings: Settings) -> Settings:
     prompts = get("train_data.prompts_per_rollout", get("rollout.train.prompts_per_rollout"))
     responses = get("train_data.responses_per_prompt", get("rollout.train.responses_per_prompt", 1))
     pool = pool_size_for(int(prompts) * int(responses)) if prompts is not None else settings.pool_size
-    return settings.replace(max_sequence_tokens=min(caps) + 1, pool_size=pool)
+    return dataclasses.replace(settings, max_sequence_tokens=min(caps) + 1, pool_size=pool)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
