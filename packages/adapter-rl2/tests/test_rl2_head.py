@@ -136,10 +136,9 @@ def test_sglang_abort_error_and_bad_rows() -> None:
     too_long = {"error": {"message": "The input (40000 tokens) is longer than the model's context length (32768)"}}
     with pytest.raises(GenerationError, match="context length"):
         generation_of(too_long)
-    with pytest.raises(RuntimeError, match="meta_info"):
+    with pytest.raises(GenerationError, match="refused"):  # any reply without meta_info refuses this request
         generation_of({"text": "hi"})
-    with pytest.raises(RuntimeError, match="output_token_logprobs"):
-        generation_of({"text": "hi", "meta_info": {"finish_reason": {"type": "stop"}}})
+    assert list(generation_of({"meta_info": {"finish_reason": {"type": "stop"}}}).token_ids) == []  # empty: void
     with pytest.raises(ValueError, match="make-dataset"):
         spec_of({"prompt": "hello"})
     with pytest.raises(ValueError, match="seed must be an integer"):
