@@ -13,20 +13,21 @@ from typing import Any
 import gymverse.vector.testing  # noqa: F401  (registers the vectest: envs)
 import pytest
 from gymverse.failures import GenerationError
-from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT
+from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT, shared_pool
 from gymverse_oat.actor import GymVerseActor
 from gymverse_oat.cli import parse_args
 
 
 @pytest.fixture
 def actors() -> Iterator[list[GymVerseActor]]:
-    """Actors made by a test, closed after it (their event loop; the engine stand-in's one-process torch world)."""
+    """Actors made by a test, closed after it (event loop, env pool, the engine stand-in's one-process torch world)."""
     import torch.distributed as dist
 
     made: list[GymVerseActor] = []
     yield made
     for actor in made:
         actor._loop.close()
+    shared_pool().close()  # its threads would not exist in the node processes later tests fork from this one
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -37,7 +38,7 @@ def make_actor(model: Path, monkeypatch: pytest.MonkeyPatch, made: list[GymVerse
     monkeypatch.setattr(oat.actors.base, "PlasmaShmClient", lambda server: None)  # oat's transport: unused here
     base = ["--gpus", "1", "--rollout_batch_size_per_device", "2", "--rollout_batch_size", "2", "--num_env", "2"]
     args: Any = parse_args([*base, "--pretrain", str(model), *flags])
-    actor = GymVerseActor(None, {"model": str(model)}, args)
+    actor = GymVerseActor(None, {"model": str(model), "max_model_len": args.max_model_len}, args)
     actor.init(0, str(model))
     made.append(actor)
     return actor
@@ -64,7 +65,9 @@ def test_prompt_past_max_model_len_is_a_generation_error(
 ) -> None:
     model = policy_model(tmp_path / "model", "guess_binary")
     actor = make_actor(model, monkeypatch, actors, "--env_id", "vectest:Count", "--max_model_len", "64")
-    with pytest.raises(GenerationError, match="--max_model_len 64"):
+    with pytest.raises(ValueError, match="longer than the maximum model length of 64"):  # the engine: whole call
+        actor.generate([[1] * 64], actor.sampling_params)
+    with pytest.raises(GenerationError, match="--max_model_len 64"):  # the adapter: this episode only
         asyncio.run(actor._generate([1] * 64, None))
     episodes, _ = actor.collect_experience()  # the budget keeps every episode inside the engine's context
     assert all(len(t.prompt_ids) + len(t.response_ids) <= 64 for ep in episodes for t in ep)

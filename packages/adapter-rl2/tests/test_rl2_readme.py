@@ -131,3 +131,49 @@ def test_hung_env_ends_its_episode_within_the_default_step_timeout(
     assert [t.stop_reason for t in played] == ["env_error", "env_error"]
     assert all("timed out" in (t.error or "") or "timeout" in (t.error or "").lower() for t in played), played
     assert int(tensor_dict["action_mask"].sum()) == 0
+
+
+def test_sglang_abort_and_refusal_void_their_episodes(
+    dist_group: None, loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLang's abort (``finish_reason.type == "abort"``, no tokens) and its refusal body (a prompt past the
+    context length) end only their own episodes, void: action mask 0, nothing recorded by the curriculum."""
+    import RL2.utils.sglang as sglang
+    from gymverse.curriculum import CurriculumState
+    from gymverse.curriculum.options import CurriculumOptions
+
+    calls: list[int] = []
+
+    async def failing(url: str, states: list[int], sampling_params: dict[str, Any]) -> dict[str, Any]:
+        calls.append(len(states))
+        if len(calls) % 2:
+            return sglang_reply([], "abort")
+        return {"error": {"message": f"The input ({len(states)} tokens) is longer than the model's context length"}}
+
+    recorded: list[Any] = []
+    end_step = CurriculumState.end_step
+
+    def spy(self: CurriculumState) -> Any:
+        recorded.extend(self._pending.values())
+        return end_step(self)
+
+    monkeypatch.setattr(CurriculumState, "end_step", spy)
+    monkeypatch.setattr(sglang, "async_generate", failing)
+    overrides = ["train_data.prompts_per_rollout=4", "rollout.dynamic_filtering=false"]
+    config = rl2_config(["actor.model_name=unused", "actor.max_length_per_device=4096", *overrides])
+    install(launch_settings(config, Settings(curriculum=CurriculumOptions(evolve=True))))
+    played: list[Trajectory] = []
+    real = episodes.play
+
+    async def recording(*args: Any, **kwargs: Any) -> Trajectory:
+        played.append(await real(*args, **kwargs))
+        return played[-1]
+
+    monkeypatch.setattr(episodes, "play", recording)
+    rollout = cpu_rollout(config, ByteTokenizer(), monkeypatch)
+    tensor_dict, _ = rollout(
+        [{"extra_info": EpisodeSpec("vectest:Count", seed=i).to_dict()} for i in range(4)], True, 1
+    )
+    assert sorted(t.stop_reason for t in played) == ["generation_aborted"] * 2 + ["generation_error"] * 2
+    assert all("context length" in (t.error or "") for t in played if t.stop_reason == "generation_error")
+    assert int(tensor_dict["action_mask"].sum()) == 0 and recorded == []

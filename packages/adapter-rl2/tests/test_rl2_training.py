@@ -243,6 +243,23 @@ def test_checkpoint_round_trip_restores_levels_and_next_reset(
     assert step == 2
     assert fresh.levels() == saved
 
+    # resuming an older checkpoint restores that checkpoint's levels (the curriculum file is per step folder)
+    step1 = Path(stack.config.trainer.save_dir) / "step1"
+    levels1 = {e: v["level"] for e, v in json.loads((step1 / STATE_FILE).read_text())["controller"]["envs"].items()}
+    install(launch_settings(stack.config, EVOLVE))
+    trainer.config.trainer.load_ckpt_from = str(step1)
+    try:
+        assert ppo.load_ckpt(trainer, (trainer.actor, trainer.critic, trainer.rollout)) == 1
+        assert current().curriculum.levels() == levels1
+        (step1 / STATE_FILE).rename(step1 / "moved.json")  # a checkpoint without the file: an error, not a reset
+        with pytest.raises(FileNotFoundError, match="resuming it would restart every env"):
+            ppo.load_ckpt(trainer, (trainer.actor, trainer.critic, trainer.rollout))
+        (step1 / "moved.json").rename(step1 / STATE_FILE)
+    finally:
+        trainer.config.trainer.load_ckpt_from = None
+    fresh = current().curriculum
+    fresh.load_state_dict(service.state_dict())
+
     # the next reset after resuming uses the restored level
     state = fresh.state_dict()
     state["controller"]["envs"][ENVS[0]]["level"] = 3
