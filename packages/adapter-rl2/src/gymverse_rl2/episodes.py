@@ -83,7 +83,7 @@ def metrics_of(traj: Trajectory) -> dict[str, list[Any]]:
     """RL2's rollout metrics of one episode (``response_length`` per model turn)."""
     lengths = [b - a for a, b in traj.tokens.turn_spans()] if traj.tokens is not None else []
     return {
-        "response_length": lengths,
+        "response_length": lengths or [0],  # never empty: RL2 averages each metric over the batch
         "length_clip_ratio": [traj.stop_reason == "length"],
         "n_turns": [len(traj.turns)],
         "scores": [traj.total_reward],
