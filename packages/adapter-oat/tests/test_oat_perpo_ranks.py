@@ -1,6 +1,7 @@
 """Learner-side PERPO across learner ranks: oat's real strategy (DeepSpeed init over gloo, `all_reduce`) in two
-forked processes, each with half of a mixed-env batch, against the single-process result; and the reference's
-one-env-per-batch normalization formula."""
+forked processes, each with half of a mixed-env batch, against the single-process result; the reference's
+one-env-per-batch normalization formula; and the cross-adapter parity batch through the actor's translation and
+the learner's `process_feedback_data` with a 1-rank all-reduce."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from gymverse.curriculum import CurriculumState
 from gymverse.perpo import env_normalize, returns_from_lists
+from gymverse.rollout import EpisodeBatch
+from gymverse.testing.parity import RENDERER, expected_advantages, expected_curriculum, parity_trajectories
 from gymverse_oat.cli import parse_args
-from gymverse_oat.episodes import GymVerseTransition
+from gymverse_oat.episodes import GymVerseTransition, episode_transitions, record_of
 from gymverse_oat.learner import GymVerseLearner
 
 ENVS = ["games:GuessTheNumber", "logic:Nonogram", "algorithm:HiddenGraphShortestPath"]
@@ -57,25 +61,34 @@ def reference_normalize(strategy: Any, returns: list[float]) -> np.ndarray:
     return ((advantages - mean_adv) / (std_adv + 1e-9)).numpy()
 
 
+def make_learner(flags: list[str], rank: int) -> GymVerseLearner:
+    """Our learner with oat's real strategy set up (gloo), without models: what the advantage path needs."""
+    from oat.utils.deepspeed import get_strategy
+
+    args = parse_args(flags)
+    args.local_rank = -1  # oat then takes LOCAL_RANK from the environment, as under a launcher
+    args, strategy = get_strategy(args)
+    strategy.setup_distributed()
+    learner = GymVerseLearner.__new__(GymVerseLearner)
+    learner.args, learner.strategy, learner.actors = args, strategy, []
+    learner.curriculum = CurriculumState.from_config(args.curriculum_config())
+    learner.pi_buffer, learner.all_buffer, learner.query_step = [], [], 0
+    return learner
+
+
 def rank_main(rank: int, world: int, port: int, episodes: list[list[GymVerseTransition]], scope: str, q: Any) -> None:
     """One learner rank: oat's strategy set up for real, then our learner's `perpo` on this rank's episodes."""
     warnings.resetwarnings()
     warnings.simplefilter("default")
     try:
-        from oat.utils.deepspeed import get_strategy
-
         os.environ.update(
             MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank)
         )
         flags = ["--env_id", "|".join(ENVS), "--norm_return", "--norm_scope", scope, "--gamma", str(GAMMA)]
-        flags += ["--gpus", "1", "--rollout_batch_size_per_device", "100000", "--pretrain", "unused"]
-        args = parse_args(flags)
-        args.local_rank = -1  # oat then takes LOCAL_RANK from the environment, as under a launcher
-        args, strategy = get_strategy(args)
-        strategy.setup_distributed()
-        learner = GymVerseLearner.__new__(GymVerseLearner)  # the method under test needs only args + strategy
-        learner.args, learner.strategy = args, strategy
-        kept = learner.perpo(episodes)
+        flags += ["--gpus", "1", "--rollout_batch_size_per_device", "100000", "--rollout_batch_size", "100000"]
+        learner = make_learner([*flags, "--pretrain", "unused"], rank)
+        strategy = learner.strategy
+        kept = learner.perpo(episodes, EpisodeBatch.of([record_of(ep) for ep in episodes]))
         returns = [t.info["returns"] for t in kept]
         q.put((rank, [t.info["advantages"] for t in kept], returns, reference_normalize(strategy, returns).tolist()))
     except BaseException as err:
@@ -135,3 +148,58 @@ def test_batch_scope_is_the_reference_global_normalization_on_mixed_batches() ->
     parts = [make_episodes(4, 8, ENVS), make_episodes(5, 8, ENVS)]
     for _rank, adv, _, reference in run_ranks(parts, "batch"):
         np.testing.assert_allclose(adv, reference, rtol=2e-5, atol=2e-5)
+
+
+def parity_main(port: int, q: Any) -> None:
+    """The parity batch: the actor's translation (`episode_transitions`, void episodes dropped), then the
+    learner's `process_feedback_data` (curriculum step, PERPO with oat's all-reduce over 1 rank, oat's buffer)."""
+    warnings.resetwarnings()
+    warnings.simplefilter("default")
+    try:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="1", RANK="0", LOCAL_RANK="0")
+        trajs = parity_trajectories()
+        envs = "|".join(dict.fromkeys(t.env_id for t in trajs))
+        flags = ["--env_id", envs, "--norm_return", "--evolve", "--gpus", "1", "--pretrain", "unused"]
+        learner = make_learner([*flags, "--rollout_batch_size_per_device", "1000", "--rollout_batch_size", "1000"], 0)
+        recorded: dict[str, list[bool]] = {}
+        end_step = learner.curriculum.end_step
+
+        def spy() -> Any:
+            for out in learner.curriculum._pending.values():
+                recorded.setdefault(out.env_id, []).append(out.success)
+            return end_step()
+
+        learner.curriculum.end_step = spy  # type: ignore[method-assign]
+        episodes = [episode_transitions(t, RENDERER) for t in trajs]
+        learner.process_feedback_data([ep for ep in episodes if ep])
+        got = {(t.episode_id, t.turn): t.info["advantages"] for t in learner.pi_buffer}
+        q.put(([len(ep) for ep in episodes], got, recorded))
+    except BaseException as err:
+        q.put(repr(err))
+        raise
+
+
+def test_parity_batch_through_the_learner() -> None:
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = ctx.Process(target=parity_main, args=(port, q))
+    proc.start()
+    result = q.get(timeout=300)
+    proc.join(timeout=60)
+    assert proc.exitcode == 0 and not isinstance(result, str), result
+    counts, got, recorded = result
+    trajs = parity_trajectories()
+    want = expected_advantages(trajs)
+    for traj, n, adv in zip(trajs, counts, want, strict=True):
+        assert traj.tokens is not None
+        spans = traj.tokens.turn_spans()
+        if not np.any(adv) and traj.error is not None:  # void: no transition, nothing trained or recorded
+            assert n == 0, traj.stop_reason
+            continue
+        assert n == len(spans)
+        for k, (start, end) in enumerate(spans):  # each turn's tokens carry the turn's advantage
+            np.testing.assert_allclose(adv[start:end], got[(traj.episode_id, k)], atol=1e-6)
+    assert {e: sorted(v) for e, v in recorded.items()} == {e: sorted(v) for e, v in expected_curriculum(trajs).items()}

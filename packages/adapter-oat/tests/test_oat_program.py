@@ -63,7 +63,8 @@ ACTOR_CALLS = {
 # a CPU-sized run: 1 "GPU" (actor and learner collocated), float32, 4 transitions per step, 2 envs in parallel
 BASE_FLAGS = [
     *("--env_id", ENV, "--gpus", "1", "--collocate", "--no-bf16", "--no-flash_attn", "--shm_size_mb", "64"),
-    *("--rollout_batch_size_per_device", "4", "--pi_buffer_maxlen_per_device", "4", "--num_env", "2"),
+    *("--rollout_batch_size", "4", "--rollout_batch_size_per_device", "4", "--pi_buffer_maxlen_per_device", "4"),
+    *("--num_env", "2"),
     *("--train_batch_size", "4", "--train_batch_size_per_device", "1", "--generate_max_length", "24"),
     *("--learning_rate", "1e-2", "--lr_warmup_ratio", "0", "--eval_steps", "-1", "--seed", "7"),
     *("--save_steps", "100", "--save_ckpt", "--dump_all_buffer", "--max_save_num", "3"),

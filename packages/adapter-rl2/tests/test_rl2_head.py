@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 import torch
-from gymverse_rl2 import runtime
-from gymverse_rl2.advantages import perpo_advantages
-from gymverse_rl2.dataset import dataset_rows
-from gymverse_rl2.episodes import EpisodeSpec, generation_of
-from gymverse_rl2.patch import _wrap_tensor_dicts
-from gymverse_rl2.runtime import ENV_TAG
-from gymverse_rl2.settings import Settings
+from gymverse.curriculum.options import CurriculumOptions
+from gymverse.failures import GenerationError
+from gymverse.rollout import EpisodeRecord, episode_specs
+from gymverse_rl2 import settings as runtime
+from gymverse_rl2.episodes import generation_of, spec_of
+from gymverse_rl2.patch import _wrap_tensor_dicts, perpo_advantages
+from gymverse_rl2.settings import RECORD_TAG, Settings
 from gymverse_rl2.train import env_path
 from rl2_harness import stop_children
 from rl2_head_model import Sample, SampleGroup, install_communication_module
@@ -62,7 +62,10 @@ def play_groups(url: str, tokenizer_dir: Path, settings: Settings) -> list[Sampl
         {"responses_per_prompt": 2, "sampling_params": {"temperature": 1.0, "max_new_tokens": 48, "stop": None}}
     )
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    groups = [SampleGroup(config, tokenizer, row) for row in dataset_rows(ENVS, 2, seed=5)]
+    groups = [
+        SampleGroup(config, tokenizer, row)
+        for row in [{"extra_info": s.to_dict()} for s in episode_specs(ENVS, 2, seed=5)]
+    ]
 
     async def run() -> None:
         await asyncio.gather(*(g.generate(url, env.generate) for g in groups))
@@ -72,16 +75,16 @@ def play_groups(url: str, tokenizer_dir: Path, settings: Settings) -> list[Sampl
 
 
 def test_head_generate_fills_rl2_samples(server: str, tokenizer_dir: Path) -> None:
-    groups = play_groups(server, tokenizer_dir, Settings(max_turns=5))
+    groups = play_groups(server, tokenizer_dir, Settings(curriculum=CurriculumOptions(max_turns=5)))
     for group in groups:
         for sample in group.samples:
             assert sample.status is Sample.Status.DONE
-            info = sample.sample["gymverse"]
-            assert info["env_id"] == sample.sample["extra_info"]["env_id"] and info["turns"] == sample.turn
+            info = EpisodeRecord.from_dict(sample.sample["gymverse"]).to_dict()  # the core record, unchanged
+            assert info["env_id"] == sample.sample["extra_info"]["env_id"] and len(info["turn_ends"]) == sample.turn
             record = sample.state_dicts[0]
             assert len({len(v) for v in record.values()}) == 1
             assert sample.state_text + sample.action_text == group.tokenizer.decode(record["states"])
-            assert sum(record["rewards"]) == pytest.approx(sample.metrics["rewards"][0])
+            assert sum(record["rewards"]) == pytest.approx(sum(info["turn_rewards"]))
             assert sum(record["action_mask"]) == sum(sample.metrics["response_length"])
             if info["env_id"] == ENVS[0]:  # the policy thinks here: each reply's <think> block stays in the
                 # trained tokens (Qwen3's template drops earlier ones when it re-renders a conversation)
@@ -94,19 +97,21 @@ def test_head_generate_fills_rl2_samples(server: str, tokenizer_dir: Path) -> No
 def test_head_batches_carry_env_ids_for_perpo(server: str, tokenizer_dir: Path) -> None:
     from RL2.datasets.base import pack_tensor_dicts
 
-    groups = play_groups(server, tokenizer_dir, Settings(perpo=True, max_turns=5))
+    groups = play_groups(server, tokenizer_dir, Settings(perpo=True, curriculum=CurriculumOptions(max_turns=5)))
     tagged = _wrap_tensor_dicts(SampleGroup.to_all_tensor_dicts_and_metrics)
     all_tensor_dicts: list[list[dict[str, torch.Tensor]]] = []
     for group in groups:
         tds, metrics = tagged(group)
-        assert set(metrics) >= {"response_length", "turns", "rewards"}
+        assert set(metrics) >= {"response_length", "n_turns", "scores"}
         all_tensor_dicts.extend(tds)
     batch = pack_tensor_dicts([td for tds in all_tensor_dicts for td in tds])
     cu_seqs = torch.cumsum(torch.tensor([0] + [len(t) for t in all_tensor_dicts]), 0)
     rt = runtime.current()
-    env_ids = [rt.env_id(int(batch[ENV_TAG][int(a), 0])) for a in cu_seqs[:-1]]
+    keys = batch.pop(RECORD_TAG)
+    records = [rt.records[int(keys[int(a), 0])] for a in cu_seqs[:-1]]
+    env_ids = [r.env_id for r in records]
     assert env_ids == [s.sample["extra_info"]["env_id"] for g in groups for s in g.samples]
-    adv = perpo_advantages(batch, cu_seqs, env_ids)
+    adv = perpo_advantages(batch, cu_seqs, records)
     assert adv.shape == batch["action_mask"].shape
     assert torch.all(adv[batch["action_mask"] == 0] == 0)
     of_env = {env: [i for i, e in enumerate(env_ids) if e == env] for env in ENVS}
@@ -122,15 +127,21 @@ def test_env_file_refuses_rl2_0_0_2_loop_with_launch_line() -> None:
         asyncio.run(env.reset({"env_id": ENVS[0], "seed": 0}))
 
 
-def test_aborted_generation_and_bad_rows_are_named() -> None:
+def test_sglang_abort_error_and_bad_rows() -> None:
+    """SGLang's abort (no tokens) is an aborted Generation; its error body (context length) a GenerationError."""
     meta: dict[str, Any] = {"output_token_logprobs": [], "finish_reason": {"type": "abort"}}
-    with pytest.raises(RuntimeError, match="partial_rollout=false"):
-        generation_of({"text": "", "meta_info": meta})
-    with pytest.raises(RuntimeError, match="output_token_logprobs"):
+    gen = generation_of({"text": "", "meta_info": meta})
+    assert gen.aborted and list(gen.token_ids) == []
+    assert generation_of({"text": "", "meta_info": {"finish_reason": {"type": "abort"}}}).aborted
+    too_long = {"error": {"message": "The input (40000 tokens) is longer than the model's context length (32768)"}}
+    with pytest.raises(GenerationError, match="context length"):
+        generation_of(too_long)
+    with pytest.raises(GenerationError, match="refused"):  # any reply without meta_info refuses this request
         generation_of({"text": "hi"})
-    with pytest.raises(ValueError, match=r"extra_info\.env_id"):
-        EpisodeSpec.of({"prompt": "hello"})
+    assert list(generation_of({"meta_info": {"finish_reason": {"type": "stop"}}}).token_ids) == []  # empty: void
+    with pytest.raises(ValueError, match="make-dataset"):
+        spec_of({"prompt": "hello"})
     with pytest.raises(ValueError, match="seed must be an integer"):
-        EpisodeSpec.of({"extra_info": {"env_id": ENVS[0], "seed": "7"}})
+        spec_of({"extra_info": {"env_id": ENVS[0], "seed": "7"}})
     with pytest.raises(ValueError):
-        EpisodeSpec.of({"extra_info": {"env_id": ENVS[0], "seed": 1, "complexity": 11}})
+        spec_of({"extra_info": {"env_id": ENVS[0], "seed": 1, "complexity": 11}})

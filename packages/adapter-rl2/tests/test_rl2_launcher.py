@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from gymverse.curriculum.options import CurriculumOptions
+from gymverse.rollout import EpisodeSpec, episode_specs
 from gymverse_rl2.cli import main as cli
-from gymverse_rl2.dataset import write_dataset
+from gymverse_rl2.cli import write_dataset
 from gymverse_rl2.settings import Settings, split_argv
 from gymverse_rl2.train import env_path, prepare
 
@@ -22,15 +24,16 @@ def test_split_argv_takes_only_gymverse_options() -> None:
         ["actor.model_name=Qwen/Qwen3-1.7B", "gymverse.perpo=true", "gymverse.patience=2", "+gymverse.eval_level=4"]
     )
     assert rest == ["actor.model_name=Qwen/Qwen3-1.7B"]
-    assert settings == Settings(perpo=True, patience=2, eval_level=4)
-    assert Settings.from_json(settings.to_json()) == settings
-    assert settings.curriculum_config()["controller"]["promote_patience"] == 2
+    assert settings == Settings(perpo=True, curriculum=CurriculumOptions(patience=2, eval_level=4))
+    assert settings.curriculum.to_config()["controller"]["promote_patience"] == 2
     for bad, match in [
         ("gymverse.perpo=maybe", "true or false"),
         ("gymverse.unknown=1", "unknown GymVerse option"),
+        ("gymverse.evolve_patience=2", "unknown GymVerse option"),  # one name per knob: the core's
         ("gymverse.perpo", "gymverse.<name>=<value>"),
         ("gymverse.patience=two", "not a"),
-        ("gymverse.initial_level=12", "gymverse.initial_level: complexity must be in 1..10"),
+        ("gymverse.initial_level=12", "initial_level: complexity must be in 1..10"),
+        ("gymverse.horizon=8,x", "horizon must be"),
     ]:
         with pytest.raises(ValueError, match=match):
             split_argv([bad])
@@ -52,6 +55,8 @@ def test_cli_env_path_and_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["extra_info"]["env_id"] for r in rows[:2]] == ["games:GuessTheNumber", "games:LightsOut"]
     assert [r["extra_info"]["seed"] for r in rows] == [0, 0, 1, 1, 2, 2]
+    specs = episode_specs(["games:GuessTheNumber", "games:LightsOut"], 3)  # the core's row schema and seed scheme
+    assert [EpisodeSpec.from_dict(r["extra_info"]) for r in rows] == specs
     assert cli(["make-dataset", "--envs", "games:Nope", "--n", "1", "--out", str(out)]) == 2
     assert "unknown env id" in capsys.readouterr().err
 
@@ -67,7 +72,7 @@ def test_rl2_dataset_reads_the_export(tmp_path: Path, tokenizer_dir: Path) -> No
     dataset = RLDataset(config, AutoTokenizer.from_pretrained(str(tokenizer_dir)))
     batch = dataset.collate_fn([dataset[0], dataset[1]])
     assert len(batch) == 4 and "prompt" not in batch[0]
-    assert batch[0]["extra_info"] == {"env_id": "games:GuessTheNumber", "seed": 7, "complexity": 3}
+    assert batch[0]["extra_info"] == EpisodeSpec("games:GuessTheNumber", 7, 3).to_dict()
 
 
 def test_launcher_runs_rl2_entry_point(tmp_path: Path, tokenizer_dir: Path) -> None:
@@ -89,6 +94,7 @@ def test_launcher_runs_rl2_entry_point(tmp_path: Path, tokenizer_dir: Path) -> N
         f"actor.model_name={tokenizer_dir}",
         f"train_data.path={data}",
         "train_data.prompts_per_rollout=2",
+        "actor.max_length_per_device=2048",
         "trainer.use_wandb=false",
         "gymverse.perpo=true",
         "gymverse.evolve=true",
@@ -106,7 +112,7 @@ def test_launcher_runs_rl2_entry_point(tmp_path: Path, tokenizer_dir: Path) -> N
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0  # no GPU: RL2 stops at its NCCL process group
-    assert "HOOKS True True gymverse_rl2.legacy" in out  # PERPO, checkpoint and rollout hooks in RL2's process
+    assert "HOOKS True True gymverse_rl2.episodes" in out  # PERPO, checkpoint and rollout hooks in RL2's process
     assert 'RL2/trainer/ppo.py", line' in out and "in main" in out  # RL2's Hydra main ran
     assert "initialize_global_process_group" in out  # ... up to its NCCL init, the first GPU-only step
     assert "no GPUs found" in out
@@ -114,12 +120,34 @@ def test_launcher_runs_rl2_entry_point(tmp_path: Path, tokenizer_dir: Path) -> N
 
 
 def test_launcher_rejects_bad_options() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "gymverse_rl2.train", "gymverse.perpo=sometimes"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([STAND_INS, *sys.path])},
-    )
-    assert proc.returncode == 1
-    assert "gymverse.perpo takes true or false" in proc.stderr
+    """Bad options and RL2 settings that would crash or break PERPO are refused at launch, one line each."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([STAND_INS, *sys.path])}
+    base = ["actor.model_name=m", "train_data.path=d.jsonl", "train_data.prompts_per_rollout=2"]
+    for argv, reason in [
+        (["gymverse.perpo=sometimes"], "gymverse.perpo takes true or false"),
+        (base, "actor.max_length_per_device is null"),  # RL2 would crash at its first actor update
+        (
+            [
+                *base,
+                "actor.max_length_per_device=64",
+                "actor.kl.coef=0.1",
+                "actor.kl.type=reward",
+                "gymverse.perpo=true",
+            ],
+            "set actor.kl.type=loss",
+        ),
+        (
+            [*base, "actor.max_length_per_device=64", "adv.estimator=gae", "gymverse.perpo=true"],
+            "set adv.estimator=reinforce",
+        ),
+        (
+            [*base, "actor.max_length_per_device=64", "+rollout.train.partial_rollout=true"],
+            "set rollout.train.partial_rollout=false",
+        ),  # RL2 head's partial rollouts: refused before any rollout
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gymverse_rl2.train", *argv], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert proc.returncode == 1, (argv, proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gymverse_rl2.train: ") and reason in lines[0], proc.stderr

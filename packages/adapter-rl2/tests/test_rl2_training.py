@@ -16,21 +16,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import gymverse_rl2.legacy
+import gymverse_rl2.episodes
 import numpy as np
 import pytest
 import torch
-from gymverse.perpo.episodes import perpo_from_trajectories
+from gymverse.curriculum.options import CurriculumOptions
+from gymverse.curriculum.service import CHECKPOINT_FILE as STATE_FILE
+from gymverse.testing.parity import expected_advantages as core_advantages
 from gymverse.trajectory import Trajectory
-from gymverse_rl2.dataset import write_dataset
+from gymverse_rl2.cli import write_dataset
 from gymverse_rl2.episodes import state_dict_of
-from gymverse_rl2.patch import STATE_FILE, install, uninstall
-from gymverse_rl2.runtime import current
-from gymverse_rl2.settings import Settings
-from gymverse_rl2.train import env_path
+from gymverse_rl2.patch import install, uninstall
+from gymverse_rl2.settings import Settings, current
+from gymverse_rl2.train import env_path, launch_settings
 from rl2_harness import RL2Trace, rl2_config, stop_children
 
 ENVS = ["games:GuessTheNumber", "games:LightsOut"]
+EVOLVE = Settings(perpo=True, curriculum=CurriculumOptions(evolve=True, patience=1, max_turns=10))
 RL2_KEYS = {"states", "eos_mask", "position_ids", "actions", "action_mask", "llm_logps", "rewards"}
 
 
@@ -65,6 +67,7 @@ class Stack:
                 "train_data.responses_per_prompt=2",
                 f"test_data.path={data}",
                 "rollout.train_sampling_params.max_new_tokens=48",
+                "actor.max_length_per_device=4096",
                 f"rollout.env_path={env_path()}",
                 "rollout.dynamic_filtering=false",
                 f"trainer.save_dir={root / 'ckpt'}",
@@ -87,16 +90,16 @@ class Stack:
 def played() -> Iterator[list[Trajectory]]:
     """Every trajectory GymVerse played, in completion order (wraps our own `play`, not RL2)."""
     seen: list[Trajectory] = []
-    real = gymverse_rl2.legacy.play
+    real = gymverse_rl2.episodes.play
 
     async def recording(*args: Any, **kwargs: Any) -> Trajectory:
         traj = await real(*args, **kwargs)
         seen.append(traj)
         return traj
 
-    gymverse_rl2.legacy.play = recording
+    gymverse_rl2.episodes.play = recording
     yield seen
-    gymverse_rl2.legacy.play = real
+    gymverse_rl2.episodes.play = real
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +116,10 @@ def stack(
     # GPU paths: weight sync to the SGLang engine and the HF model export of the FSDP actor
     mp.setattr(Rollout, "update", lambda self, actor, step: None)
     mp.setattr(ppo, "save_model", lambda trainer, worker, rm=False: None)
-    install(Settings(perpo=True, evolve=True, patience=1, max_turns=10))
     try:
-        yield Stack(tmp_path_factory.mktemp("rl2"), tokenizer_dir, [])
+        stack = Stack(tmp_path_factory.mktemp("rl2"), tokenizer_dir, [])
+        install(launch_settings(stack.config, EVOLVE))
+        yield stack
     finally:
         uninstall()
         mp.undo()
@@ -200,8 +204,9 @@ def test_train_loop_runs_rl2_with_perpo_and_evolution(
 
 
 def expected_advantages(trajs: list[Trajectory], batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The core's PERPO (`perpo_from_trajectories`) placed into RL2's rows (RL2 shifts tokens by one)."""
-    core = perpo_from_trajectories(trajs, gamma=1.0, eps=1e-9)
+    """The core's PERPO on the played episodes (`gymverse.testing.parity.expected_advantages`) placed into RL2's
+    rows (RL2 shifts tokens by one)."""
+    core = core_advantages(trajs)
     by_states = {}
     for traj, adv in zip(trajs, core):
         assert traj.tokens is not None
@@ -227,7 +232,7 @@ def test_checkpoint_round_trip_restores_levels_and_next_reset(
     service = current().curriculum
     assert service is not None
     saved = service.levels()
-    install(Settings(perpo=True, evolve=True, patience=1, max_turns=10))  # a fresh process: initial levels
+    install(launch_settings(stack.config, EVOLVE))  # a fresh process: initial levels
     fresh = current().curriculum
     assert fresh is not None and fresh.levels() == {}
     trainer.config.trainer.load_ckpt_from = "latest"
@@ -237,6 +242,23 @@ def test_checkpoint_round_trip_restores_levels_and_next_reset(
         trainer.config.trainer.load_ckpt_from = None
     assert step == 2
     assert fresh.levels() == saved
+
+    # resuming an older checkpoint restores that checkpoint's levels (the curriculum file is per step folder)
+    step1 = Path(stack.config.trainer.save_dir) / "step1"
+    levels1 = {e: v["level"] for e, v in json.loads((step1 / STATE_FILE).read_text())["controller"]["envs"].items()}
+    install(launch_settings(stack.config, EVOLVE))
+    trainer.config.trainer.load_ckpt_from = str(step1)
+    try:
+        assert ppo.load_ckpt(trainer, (trainer.actor, trainer.critic, trainer.rollout)) == 1
+        assert current().curriculum.levels() == levels1
+        (step1 / STATE_FILE).rename(step1 / "moved.json")  # a checkpoint without the file: an error, not a reset
+        with pytest.raises(FileNotFoundError, match="resuming it would restart every env"):
+            ppo.load_ckpt(trainer, (trainer.actor, trainer.critic, trainer.rollout))
+        (step1 / "moved.json").rename(step1 / STATE_FILE)
+    finally:
+        trainer.config.trainer.load_ckpt_from = None
+    fresh = current().curriculum
+    fresh.load_state_dict(service.state_dict())
 
     # the next reset after resuming uses the restored level
     state = fresh.state_dict()
@@ -275,22 +297,22 @@ def test_perpo_off_leaves_rl2_bit_identical(stack: Stack, trained: set[str]) -> 
     assert torch.equal(ours["advantages"], theirs["advantages"])
     install(Settings(perpo=True))
     perpo_batch = {k: v.clone() for k, v in on[0].items()}
-    current().pending_env_ids = None
-    with pytest.raises(RuntimeError, match="no GymVerse env ids"):
+    current().pending = None
+    with pytest.raises(RuntimeError, match="no GymVerse episode records"):
         ppo.compute_advantages(stack.config.adv, perpo_batch, on[1], 10)
 
 
 def test_broken_env_row_ends_only_its_episode(stack: Stack, trained: set[str], played: list[Trajectory]) -> None:
     """A row naming an env that cannot be built is an error-truncated episode; the batch and curriculum go on."""
     trainer = stack.trainer
-    install(Settings(perpo=True, evolve=True, patience=1, max_turns=10))
+    install(launch_settings(stack.config, EVOLVE))
     data_list = first_batch(trainer)
     data_list[0] = {"extra_info": {"env_id": "games:DoesNotExist", "seed": 1, "complexity": None}}
     before = len(played)
     tensor_dict, cu_seqs = trainer.rollout(data_list, True, 20)
     broken = [t for t in played[before:] if t.env_id == "games:DoesNotExist"]
     assert len(broken) == 1 and broken[0].error and "DoesNotExist" in broken[0].error
-    assert broken[0].stop_reason == "env_error" and not broken[0].turns
+    assert broken[0].stop_reason == "reset_error" and not broken[0].turns
     assert int(cu_seqs[-1]) == len(data_list) == tensor_dict["states"].shape[0]
     assert int(tensor_dict["action_mask"][0].sum()) == 0  # nothing of it is trained on
     assert int(tensor_dict["action_mask"][1:].sum(-1).min()) > 0

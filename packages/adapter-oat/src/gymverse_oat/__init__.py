@@ -1,9 +1,5 @@
-"""GymVerse on oat: PERPO (per-env return normalization) and environment evolution in oat's multi-turn PPO.
-
-`GymVerseActor` plays GymVerse envs through the core episode pipeline, `GymVerseLearner` turns every turn into a
-transition with a PERPO advantage and runs the curriculum, `GymVerseArgs` carries the reference recipe's flags and
-``gymverse-oat`` (`gymverse_oat.cli`) launches oat's program. oat is imported only when these are used.
-"""
+"""GymVerse on oat: `GymVerseActor` (episodes), `GymVerseLearner` (PERPO, curriculum), `GymVerseArgs` (flags),
+``gymverse-oat`` (`gymverse_oat.cli`). oat is imported only when these are used."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ _EXPORTS = {
     "GymVerseArgs": "gymverse_oat.args",
     "GymVerseLearner": "gymverse_oat.learner",
     "GymVerseTransition": "gymverse_oat.episodes",
-    "perpo_advantages": "gymverse_oat.advantages",
 }
 
 __all__ = sorted(_EXPORTS)

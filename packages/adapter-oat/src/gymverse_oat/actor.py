@@ -1,14 +1,8 @@
-"""`GymVerseActor`: oat's multi-turn PPO actor playing GymVerse envs through the core episode pipeline.
-
-oat calls ``actor.step()`` (PPOMultiTurnActor: collect, log, serialize to plasma); we supply
-``collect_experience``: episodes run with `gymverse.rollout.run_episode` on sessions from the core's shared pool,
-the core `ChatRenderer` (the tokenizer's chat template), vLLM generation batched across the actor's concurrent
-episodes, and the level / turn cap / env choice of the curriculum replica (see `gymverse_oat.curriculum`).
-
-Env mixing: ``one_env`` (the reference) plays every episode of a batch in one env, the envs taking turns batch by
-batch; ``round_robin`` / ``weighted`` mix envs inside a batch. Episodes are played ``num_env`` at a time until the
-batch holds at least ``rollout_batch_size_per_device`` transitions, as in the reference.
-"""
+"""`GymVerseActor`: oat's multi-turn PPO actor; ``collect_experience`` plays GymVerse episodes with `run_episode`
+on shared-pool sessions (default step/reset timeouts, sized for ``--num_env``), the core renderer, vLLM calls
+batched across concurrent episodes (`BatchedGenerate`), the curriculum replica's env, level and turn cap, and
+``--max_model_len`` as each episode's token budget, ``num_env`` at a time until the batch holds
+``rollout_batch_size_per_device`` transitions (``one_env``: a batch from one env, envs taking turns)."""
 
 from __future__ import annotations
 
@@ -19,14 +13,15 @@ from typing import Any
 
 import vllm
 from gymverse.curriculum import CurriculumState
-from gymverse.rollout import ChatRenderer, Generation, open_session, run_episode
+from gymverse.failures import GenerationError
+from gymverse.rollout import BatchedGenerate, Generation, open_session, renderer_for, run_episode
 from gymverse.trajectory import Trajectory
+from gymverse.vector.pool import configure_shared_pool, pool_size_for, shared_pool
 from oat.algorithms.ppo_multiturn import PPOMultiTurnActor
 
 from gymverse_oat.args import GymVerseArgs
 from gymverse_oat.compat import patch_oat_for_torch
-from gymverse_oat.curriculum import curriculum_config
-from gymverse_oat.episodes import BatchedGenerate, GymVerseTransition, episode_transitions, generations_from_vllm
+from gymverse_oat.episodes import GymVerseTransition, episode_transitions, generations_from_vllm
 
 patch_oat_for_torch()
 logger = logging.getLogger(__name__)
@@ -42,9 +37,13 @@ class GymVerseActor(PPOMultiTurnActor):
         """oat's actor init (vLLM engine, plasma client), then the renderer, curriculum replica and sampler."""
         super().init(actor_id, save_path)
         args = self.args
-        self.env_ids = args.env_ids()
-        self.renderer = ChatRenderer(self.tokenizer, system_prompt=args.system_prompt)
-        stop = sorted(self.renderer.stop_ids)
+        try:
+            configure_shared_pool(pool_size_for(args.num_env))
+        except RuntimeError:  # this process already ran a pool with other limits (a test): start a fresh one
+            shared_pool().close()
+            configure_shared_pool(pool_size_for(args.num_env))
+        self.renderer = renderer_for(self.tokenizer, system_prompt=args.system_prompt)
+        stop = sorted(getattr(self.renderer, "stop_ids", ()) or [self.tokenizer.eos_token_id])
         # log-probs are what oat's learner compares its own against (truncated importance sampling)
         self.sampling_params = vllm.SamplingParams(
             temperature=args.temperature,
@@ -55,12 +54,10 @@ class GymVerseActor(PPOMultiTurnActor):
             logprobs=1,
             stop_token_ids=stop,
         )
-        self.curriculum = CurriculumState.from_config(curriculum_config(args))
-        self.step_count = 0
+        self.curriculum = CurriculumState.from_config(args.curriculum_config())
         self.episodes_started = 0
         self._loop = asyncio.new_event_loop()
 
-    # ------------------------------------------------------------------ courier calls from the learner
     def load_curriculum(self, state: dict[str, Any]) -> dict[str, int]:
         """Adopt the learner's curriculum state (levels, streaks, horizon); returns the levels now in effect."""
         self.curriculum.load_state_dict(state)
@@ -70,28 +67,24 @@ class GymVerseActor(PPOMultiTurnActor):
         """This replica's state (its mixer position is the one the learner checkpoints)."""
         return self.curriculum.state_dict()
 
-    # ------------------------------------------------------------------ collection
     def collect_experience(self) -> tuple[list[list[GymVerseTransition]], dict[str, Any]]:
-        """One batch of finished episodes as oat transitions, plus collection metrics."""
+        """One batch of finished episodes as oat transitions (void episodes left out), plus collection metrics."""
         trajectories = self._loop.run_until_complete(self._collect())
-        self.step_count += 1
-        episodes, errors = [], 0
-        for traj in trajectories:
-            if traj.error is not None:  # an env failure is not the policy's doing: not trained on
-                errors += 1
-                logger.warning("episode %s on %s ended by an env error: %s", traj.episode_id, traj.env_id, traj.error)
-                continue
-            ep = episode_transitions(
-                traj, self.renderer, ignore_no_eos=self.args.ignore_no_eos, stop_ids=self.renderer.stop_ids
-            )
-            if ep:
-                episodes.append(ep)
+        stop_ids = frozenset(getattr(self.renderer, "stop_ids", ()))
+        episodes = [
+            ep
+            for t in trajectories
+            if (ep := episode_transitions(t, self.renderer, ignore_no_eos=self.args.ignore_no_eos, stop_ids=stop_ids))
+        ]
+        void = [t for t in trajectories if t.error is not None]
+        for t in void:
+            logger.warning("episode %s on %s is void (%s): %s", t.episode_id, t.env_id, t.stop_reason, t.error)
         if not episodes:
-            raise RuntimeError(f"actor {self.actor_id}: no episode produced a turn this step ({errors} env errors)")
+            raise RuntimeError(f"actor {self.actor_id}: no episode produced a trained turn ({len(void)} void)")
         info = {
-            "actor/gymverse_env_errors": float(errors),
+            "actor/gymverse_void_episodes": float(len(void)),
             "actor/gymverse_episodes": float(len(episodes)),
-            "actor/gymverse_generate_calls": float(self._generate.calls),
+            "actor/gymverse_generate_calls": float(self._batched.calls),
         }
         return episodes, info
 
@@ -102,30 +95,30 @@ class GymVerseActor(PPOMultiTurnActor):
             if cap is not None:
                 p.max_tokens = cap if p.max_tokens is None else min(p.max_tokens, cap)
             params.append(p)
+        return generations_from_vllm(self.generate(prompts, params))
+
+    async def _generate(self, prompt_ids: list[int], max_tokens: int | None) -> Generation:
+        """A prompt vLLM would refuse (``--max_model_len``) ends its own episode, not the engine's whole batch."""
         limit = self.args.max_model_len
-        fits = [i for i, ids in enumerate(prompts) if limit is None or len(ids) < limit]
-        gens = [Generation([], [])] * len(prompts)  # a prompt past max_model_len ends its episode (empty reply)
-        if fits:
-            outs = self.generate([prompts[i] for i in fits], [params[i] for i in fits])
-            for i, g in zip(fits, generations_from_vllm(outs)):
-                gens[i] = g
-        return gens
+        if limit is not None and len(prompt_ids) >= limit:
+            raise GenerationError(f"prompt of {len(prompt_ids)} tokens reaches --max_model_len {limit}")
+        return await self._batched(prompt_ids, max_tokens)
 
     async def _collect(self) -> list[Trajectory]:
         args = self.args
-        self._generate = BatchedGenerate(self._run_batch)
+        self._batched = BatchedGenerate(self._run_batch)
         batch_env = self.curriculum.sample_envs(1)[0] if args.env_mix == "one_env" else None
         trajectories: list[Trajectory] = []
         empty = 0
-        while sum(len(t.turns) for t in trajectories) < args.rollout_batch_size_per_device:
+        while sum(len(t.turns) for t in trajectories if t.error is None) < args.rollout_batch_size_per_device:
             envs = [batch_env] * args.num_env if batch_env else self.curriculum.sample_envs(args.num_env)
             for _ in envs:
-                self._generate.episode_started()
+                self._batched.episode_started()
             wave = await asyncio.gather(*(self._episode(e) for e in envs))
             trajectories += wave
-            empty = empty + 1 if not any(t.turns for t in wave) else 0
+            empty = empty + 1 if all(t.error is not None or not t.turns for t in wave) else 0
             if empty >= MAX_EMPTY_WAVES:
-                raise RuntimeError(f"{MAX_EMPTY_WAVES} rounds of episodes without a single turn: {wave[0].error}")
+                raise RuntimeError(f"{MAX_EMPTY_WAVES} rounds of episodes without a trained turn: {wave[0].error}")
         return trajectories
 
     async def _episode(self, env_id: str) -> Trajectory:
@@ -145,9 +138,10 @@ class GymVerseActor(PPOMultiTurnActor):
                     seed=seed,
                     complexity=cfg.complexity,
                     max_tokens_per_turn=args.generate_max_length,
+                    max_sequence_tokens=args.max_model_len,
                     episode_id=f"a{self.actor_id}-e{n}",
                 )
             finally:
                 await session.close()
         finally:
-            self._generate.episode_finished()
+            self._batched.episode_finished()

@@ -1,12 +1,6 @@
-"""``gymverse-oat``: the reference recipe's launch script on GymVerse envs (oat's own flags, plus ours).
-
-    gymverse-oat --env_id "games:GuessTheNumber|logic:Nonogram" --evolve --gamma 0.9 --norm_return \\
-        --pretrain Qwen/Qwen3-4B-Base --gpus 4 --collocate ...
-
-Flags are parsed by tyro from `GymVerseArgs` (oat's `PPOArgs` + the env, return and evolution flags), validated by
-oat's `default_args_validation`, and the program is oat's: `oat.interface.get_program` with our learner and actor
-classes, launched by launchpad.
-"""
+"""``gymverse-oat``: the reference recipe's launch script on GymVerse envs (oat's own flags, plus ours): tyro
+parses `GymVerseArgs`, oat's `default_args_validation` checks them, and oat's `get_program` with our learner and
+actor runs under launchpad. Modes that would break curriculum or weight consistency are refused with a reason."""
 
 from __future__ import annotations
 
@@ -31,8 +25,18 @@ def parse_args(argv: Sequence[str] | None = None) -> GymVerseArgs:
     args.algo = "PPO"
     args.oracle = ""
     args.prompt_data = ""
-    args.rollout_batch_size = args.rollout_batch_size_per_device * args.gpus
-    args.env_ids()  # fail on a bad --env_id before any process starts
+    per_step = args.rollout_batch_size_per_device * args.gpus
+    if args.rollout_batch_size % per_step:  # oat learns every rollout_batch_size / per_step collections
+        raise ValueError(
+            f"--rollout_batch_size {args.rollout_batch_size} must be a multiple of --rollout_batch_size_per_device "
+            f"x --gpus = {per_step} (oat updates every rollout_batch_size / that many collections)"
+        )
+    if args.asynchronous:
+        raise ValueError(
+            "--asynchronous is not supported: actors would collect the next batch with the previous weights and "
+            "curriculum levels (levels lag a step, episodes mix two policies); drop --asynchronous"
+        )
+    args.curriculum_config()  # fail on bad --env_id / curriculum flags before any process starts
     validated: GymVerseArgs = default_args_validation(args)
     return validated
 
@@ -51,8 +55,11 @@ def train(args: GymVerseArgs, learner_cls: type | None = None, actor_cls: type |
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gymverse-oat``."""
-    args: Any = parse_args(argv)
+    """Entry point of ``gymverse-oat`` (a refused configuration exits with its one-line reason)."""
+    try:
+        args: Any = parse_args(argv)
+    except ValueError as err:
+        raise SystemExit(f"gymverse-oat: {err}") from None
     train(args)
     return 0
 

@@ -1,26 +1,22 @@
-"""Translation between the core episode pipeline and oat: batched vLLM generation in, oat transitions out.
+"""Translation between the core episode pipeline and oat: vLLM outputs in, oat multi-turn transitions out.
 
-`BatchedGenerate` is the ``generate`` callable `gymverse.rollout.run_episode` takes: every concurrent episode of
-an actor awaits it, and it sends one vLLM call with the prompts of all episodes that are waiting, once every
-running episode is waiting (the same batching as oat's lockstep vectorized envs, without the lockstep).
-
-`episode_transitions` cuts a finished `Trajectory`'s token record into oat's multi-turn transitions: turn ``k``
-is ``prompt = prompt_ids + response_ids[:start_k]`` (everything the model saw) and ``response`` = the ids it
-generated, verbatim, with their sampler log-probs.
+`episode_transitions` cuts a finished `Trajectory` into oat transitions, one per turn: ``prompt`` is everything
+the model saw before the turn, ``response`` the ids it generated (the core's `EpisodeTokens.turn_spans`), with
+their sampler log-probs. Failure policy (`gymverse.failures`): a void episode (env or generation failure) gives
+no transition at all, so it is neither trained, nor in the PERPO statistics, nor recorded by the curriculum
+(which the learner feeds from transitions); length and horizon cuts are trained.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gymverse.rollout import Generation, Renderer
+from gymverse.failures import is_trained
+from gymverse.rollout import EpisodeRecord, Generation, Renderer
 from gymverse.trajectory import Trajectory
 from oat.types import Transition
-
-RunBatch = Callable[[list[list[int]], list[int | None]], list[Generation]]
 
 
 @dataclass
@@ -32,92 +28,52 @@ class GymVerseTransition(Transition):
     success: bool = False
     complexity: int = 0
     turn: int = 0
+    stop_reason: str = "terminated"
 
 
-class BatchedGenerate:
-    """``await generate(prompt_ids, max_tokens)`` for many episodes, flushed as one engine call (module docstring)."""
-
-    def __init__(self, run_batch: RunBatch) -> None:
-        self.run_batch = run_batch
-        self.active = 0
-        self.calls = 0
-        self._pending: list[tuple[list[int], int | None, asyncio.Future[Generation]]] = []
-        self._running = False
-
-    def episode_started(self) -> None:
-        """One more episode may ask for generations."""
-        self.active += 1
-
-    def episode_finished(self) -> None:
-        """An episode will ask no more; the others may be waiting for it to flush."""
-        self.active -= 1
-        self._maybe_flush()
-
-    async def __call__(self, prompt_ids: list[int], max_tokens: int | None) -> Generation:
-        fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self._pending.append((list(prompt_ids), max_tokens, fut))
-        self._maybe_flush()
-        return await fut
-
-    def _maybe_flush(self) -> None:
-        if self._running or not self._pending or len(self._pending) < self.active:
-            return
-        batch, self._pending = self._pending, []
-        self._running = True
-        asyncio.get_running_loop().create_task(self._run(batch))
-
-    async def _run(self, batch: list[tuple[list[int], int | None, asyncio.Future[Generation]]]) -> None:
-        try:
-            self.calls += 1
-            outs = await asyncio.to_thread(self.run_batch, [b[0] for b in batch], [b[1] for b in batch])
-            if len(outs) != len(batch):
-                raise RuntimeError(f"the engine returned {len(outs)} generations for {len(batch)} prompts")
-            for (_, _, fut), out in zip(batch, outs):
-                fut.set_result(out)
-        except Exception as err:  # a dead engine fails every waiting episode, loudly
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(err)
-        finally:
-            self._running = False
-            self._maybe_flush()
+def record_of(episode: Sequence[GymVerseTransition]) -> EpisodeRecord:
+    """The core `EpisodeRecord` of one episode's transitions (turn ends: cumulative reply lengths)."""
+    t = episode[-1]
+    ends = [sum(len(x.response_ids) for x in episode[: k + 1]) for k in range(len(episode))]
+    rewards = tuple(float(x.rewards) for x in episode)
+    return EpisodeRecord(t.env_id, rewards, tuple(ends), t.stop_reason, t.complexity, t.success, t.episode_id)
 
 
 def generations_from_vllm(outputs: Sequence[Any]) -> list[Generation]:
-    """Token ids and chosen-token log-probs of vLLM ``RequestOutput``s (first sample of each)."""
+    """Token ids, chosen-token log-probs (None when not asked for) and finish reason of vLLM ``RequestOutput``s.
+
+    An aborted request (``finish_reason == "abort"``, usually with no tokens) stays aborted: its episode is void.
+    """
     gens = []
     for out in outputs:
         c = out.outputs[0]
         ids = [int(t) for t in c.token_ids]
         lps = None if c.logprobs is None else [float(step[t].logprob) for t, step in zip(ids, c.logprobs)]
-        gens.append(Generation(ids, lps))
+        gens.append(Generation(ids, lps, c.finish_reason))
     return gens
 
 
 def episode_transitions(
     traj: Trajectory, renderer: Renderer, *, ignore_no_eos: bool = False, stop_ids: frozenset[int] = frozenset()
 ) -> list[GymVerseTransition]:
-    """oat transitions of one finished episode (one per turn; none for an episode without turns)."""
+    """oat transitions of one finished episode (one per turn; none for a void episode or one without turns)."""
     tok = traj.tokens
-    if tok is None or not traj.turns:
+    if tok is None or not traj.turns or not is_trained(traj.stop_reason or "terminated"):
         return []
     if tok.response_logprobs is None:
         raise ValueError(f"{traj.env_id}: the generator returned no log-probs (ask vLLM for logprobs=1)")
     out = []
-    last = len(traj.turns) - 1
-    for k, (turn, end) in enumerate(zip(traj.turns, tok.turn_ends, strict=True)):
-        start = end
-        while start > 0 and tok.response_mask[start - 1] == 1:
-            start -= 1
+    for k, (turn, (start, end)) in enumerate(zip(traj.turns, tok.turn_spans(), strict=True)):
         prompt_ids = tok.prompt_ids + tok.response_ids[:start]
         reply = tok.response_ids[start:end]
         no_eos = not reply or reply[-1] not in stop_ids
+        info = {"gymverse/complexity": float(traj.complexity), "gymverse/turn": float(k)}
         out.append(
             GymVerseTransition(
                 obs=turn.observation,
                 action=turn.action,
                 rewards=float(turn.reward),
-                done=k == last,
+                done=k == len(traj.turns) - 1,
                 prompt=renderer.decode(prompt_ids),
                 prompt_ids=prompt_ids,
                 response=renderer.decode(reply),
@@ -126,16 +82,13 @@ def episode_transitions(
                 response_is_truncated=no_eos,
                 action_is_formatted=not turn.info.get("format_error", False),
                 loss_mask=not (ignore_no_eos and no_eos),
-                info={
-                    "gymverse/complexity": float(traj.complexity),
-                    "gymverse/turn": float(k),
-                    "gymverse/success": float(traj.success),
-                },
+                info={**info, "gymverse/success": float(traj.success)},
                 env_id=traj.env_id,
                 episode_id=traj.episode_id,
                 success=bool(traj.success),
                 complexity=int(traj.complexity),
                 turn=k,
+                stop_reason=traj.stop_reason or "terminated",
             )
         )
     return out

@@ -1,13 +1,15 @@
 """`GymVerseLearner`: oat's multi-turn PPO learner with PERPO advantages and the GymVerse curriculum.
 
-oat's loop (``LearnerBase.run``) collects from the actors, calls ``process_feedback_data`` and then
-``learn`` → ``PPOMultiTurnLearner.learning_step``, whose policy loss uses each transition's
-``info["advantages"]``. We override ``process_feedback_data`` only:
+oat's loop (``LearnerBase.run``) collects from the actors, calls ``process_feedback_data`` and then ``learn`` ->
+``PPOMultiTurnLearner.learning_step``, whose policy loss uses each transition's ``info["advantages"]``. We
+override ``process_feedback_data``:
 
-1. curriculum: every rank all-gathers the episodes' outcomes and closes the step on its replica; group rank 0
-   pushes the state to the actors (`gymverse_oat.curriculum`);
-2. PERPO advantages of every turn from the core's PERPO function with per-env statistics all-reduced across
-   ranks (`gymverse_oat.advantages`), written to ``info["advantages"]`` / ``info["returns"]`` for oat's loss;
+1. curriculum: every rank all-gathers the episodes' outcomes (each once; void episodes never reach the learner)
+   and closes the step on its replica; group rank 0 pushes the state to the actors before the next collection;
+2. PERPO through the core's one entry point: each episode's `EpisodeRecord` (transitions are turns, so the
+   `EpisodeBatch` has no mask), `gymverse.perpo.batch_stats` on each rank all-reduced over the learner ranks
+   (oat's ``strategy.all_reduce``), then `gymverse.perpo.advantages(batch, stats)`: exactly the single-process
+   PERPO of all ranks' episodes; without ``--norm_return`` the advantage is the return ``G_t``;
 3. oat's subsampling to ``rollout_batch_size_per_device`` transitions (after the advantages, as oat does).
 
 The critic-free PERPO objective replaces oat's GAE: ``--critic_type ppo`` is rejected.
@@ -22,16 +24,16 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from gymverse.curriculum import CurriculumState, EpisodeOutcome
-from gymverse.perpo import returns_from_lists
+from gymverse.curriculum import CurriculumState
+from gymverse.perpo import GroupStats, advantages, batch_stats
+from gymverse.perpo.batch import BATCH_GROUP
+from gymverse.rollout import EpisodeBatch
 from oat.algorithms.ppo_multiturn import PPOMultiTurnLearner
 from torch.utils.data import DataLoader, Dataset
 
-from gymverse_oat.advantages import perpo_advantages
-from gymverse_oat.args import GymVerseArgs
+from gymverse_oat.args import CLIENT_STATE_KEY, GymVerseArgs
 from gymverse_oat.compat import patch_oat_for_torch
-from gymverse_oat.curriculum import CLIENT_STATE_KEY, curriculum_config
-from gymverse_oat.episodes import GymVerseTransition
+from gymverse_oat.episodes import GymVerseTransition, record_of
 
 patch_oat_for_torch()
 logger = logging.getLogger(__name__)
@@ -58,12 +60,12 @@ class GymVerseLearner(PPOMultiTurnLearner):
     def _init(self, args: GymVerseArgs, actors: list[Any]) -> None:
         if args.critic_type == "ppo":
             raise ValueError("PERPO is critic-free: use --critic_type grpo or drgrpo (the loss aggregation)")
-        self.curriculum = CurriculumState.from_config(curriculum_config(args))
+        self.curriculum = CurriculumState.from_config(args.curriculum_config())
         super()._init(args, actors)
         save_ckpt, load_ckpt = self.strategy.save_ckpt, self.strategy.load_ckpt
 
-        # oat saves and resumes DeepSpeed checkpoints through its strategy; the curriculum rides along as
-        # DeepSpeed client_state, so it lives and dies with the checkpoint it belongs to.
+        # oat saves and resumes DeepSpeed checkpoints per tag through its strategy; the curriculum rides along as
+        # DeepSpeed client_state, so each tag carries its own levels. A checkpoint without it is an error.
         def save_with_curriculum(model: Any, save_dir: str, *a: Any, client_state: Any = None, **kw: Any) -> Any:
             state = {**(client_state or {}), CLIENT_STATE_KEY: self.curriculum_checkpoint()}
             return save_ckpt(model, save_dir, *a, client_state=state, **kw)
@@ -72,10 +74,9 @@ class GymVerseLearner(PPOMultiTurnLearner):
             path, states = load_ckpt(model, load_dir, *a, **kw)
             saved = (states or {}).get(CLIENT_STATE_KEY)
             if saved is None:
-                logger.warning("checkpoint %s has no GymVerse curriculum; levels start over", path)
-            else:
-                self.curriculum.load_state_dict(saved)
-                self.push_curriculum(with_mixer=True)
+                raise FileNotFoundError(f"checkpoint {path} has no GymVerse curriculum: resuming would reset levels")
+            self.curriculum.load_state_dict(saved)
+            self.push_curriculum(with_mixer=True)
             return path, states
 
         self.strategy.save_ckpt = save_with_curriculum
@@ -91,7 +92,6 @@ class GymVerseLearner(PPOMultiTurnLearner):
         self.eval_prompts_dataset = RolloutSlots(0)
         self.eval_prompts_dataloader = DataLoader(self.eval_prompts_dataset, batch_size=1)
 
-    # ------------------------------------------------------------------ curriculum
     def curriculum_checkpoint(self) -> dict[str, Any]:
         """The curriculum state to checkpoint: this replica plus actor 0's mixer position."""
         state = self.curriculum.state_dict()
@@ -105,48 +105,43 @@ class GymVerseLearner(PPOMultiTurnLearner):
             state = self.curriculum.state_dict()
             if not with_mixer:
                 state["mixer"] = None  # actors keep their own mixer positions
-            futures = [actor.futures.load_curriculum(state) for actor in self.actors]
-            for fut in futures:
+            for fut in [actor.futures.load_curriculum(state) for actor in self.actors]:
                 fut.result()
         dist.barrier()
 
-    def update_curriculum(self, episodes: list[list[GymVerseTransition]]) -> dict[str, Any]:
+    def update_curriculum(self, batch: EpisodeBatch) -> dict[str, Any]:
         """Record every rank's episode outcomes (each once), close the step, push the new state to the actors."""
-        local = [EpisodeOutcome(ep[-1].episode_id, ep[-1].env_id, ep[-1].success) for ep in episodes]
         parts: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(parts, local)
+        dist.all_gather_object(parts, batch.outcomes())
         self.curriculum.record(o for part in parts for o in part)
         report = self.curriculum.end_step()
         self.push_curriculum()
         metrics: dict[str, Any] = {"curriculum/episodes": report.episodes}
-        for env_id, rate in report.success.items():
-            metrics[f"curriculum/success/{env_id}"] = rate
-        for env_id, level in report.levels.items():
-            metrics[f"curriculum/level/{env_id}"] = level
+        metrics.update({f"curriculum/success/{env_id}": rate for env_id, rate in report.success.items()})
+        metrics.update({f"curriculum/level/{env_id}": level for env_id, level in report.levels.items()})
         if report.horizon is not None:
             metrics["curriculum/horizon"] = report.horizon
         for change in report.changes:
             logger.info("curriculum: %(env_id)s level %(old_level)s -> %(new_level)s (%(reason)s)", change)
         return metrics
 
-    # ------------------------------------------------------------------ PERPO
     def all_reduce_sum(self, array: np.ndarray) -> np.ndarray:
         """Sum a float64 array over the learner ranks (oat's strategy: CPU tensors go through the device)."""
         out = self.strategy.all_reduce(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64)), op="sum")
         return np.asarray(out.cpu().numpy(), dtype=np.float64)
 
-    def perpo(self, episodes: list[list[GymVerseTransition]]) -> list[GymVerseTransition]:
+    def perpo(self, episodes: list[list[GymVerseTransition]], batch: EpisodeBatch) -> list[GymVerseTransition]:
         """PERPO ``advantages`` / ``returns`` on every turn, then oat's subsampling; returns the kept transitions."""
         args = self.args
-        rewards = [[t.rewards for t in ep] for ep in episodes]
-        if args.norm_return:
-            envs = [ep[0].env_id for ep in episodes]
-            advs, rets = perpo_advantages(
-                rewards, envs, args.env_ids(), self.all_reduce_sum, gamma=args.gamma, scope=args.norm_scope
-            )
-        else:  # the reference without --norm_return: the advantage is the return itself
-            advs = rets = [np.asarray(r) for r in returns_from_lists(rewards, args.gamma)]
-        for ep, adv, ret in zip(episodes, advs, rets, strict=True):
+        keys = args.env_ids() if args.norm_scope == "env" else [BATCH_GROUP]
+        unknown = sorted(set(batch.env_ids) - set(args.env_ids()))
+        if unknown:
+            raise ValueError(f"episodes of env(s) {unknown} that this run was not configured with ({keys})")
+        local = batch_stats(batch, gamma=args.gamma, scope=args.norm_scope).to_array(keys)
+        stats = GroupStats.from_array(keys, self.all_reduce_sum(local))
+        out = advantages(batch, stats, gamma=args.gamma, scope=args.norm_scope)
+        advs = out.turn_advantages if args.norm_return else out.turn_returns  # the reference without --norm_return
+        for ep, adv, ret in zip(episodes, advs, out.turn_returns, strict=True):
             for t, a, g in zip(ep, adv, ret, strict=True):
                 t.info.update({"advantages": float(a), "returns": float(g), "values": 0.0})
         flat = [t for ep in episodes for t in ep]
@@ -158,8 +153,9 @@ class GymVerseLearner(PPOMultiTurnLearner):
     def process_feedback_data(self, data_list: list[list[GymVerseTransition]]) -> None:
         """Curriculum step, then PERPO advantages, then oat's buffers (module docstring)."""
         episodes = [list(ep) for ep in data_list if ep]
-        metrics = self.update_curriculum(episodes)
-        kept = self.perpo(episodes)
+        batch = EpisodeBatch.of([record_of(ep) for ep in episodes])
+        metrics = self.update_curriculum(batch)
+        kept = self.perpo(episodes, batch)
         self.actor_info: dict[str, Any] = {**(getattr(self, "actor_info", None) or {}), **metrics}
         self.pi_buffer.extend(kept)
         if self.args.dump_all_buffer:

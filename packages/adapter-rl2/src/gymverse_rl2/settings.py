@@ -1,119 +1,44 @@
-"""The ``gymverse.*`` options of an RL2 run, written like RL2's own Hydra overrides (``gymverse.perpo=true``).
-
-The launcher (`gymverse_rl2.train`) removes them from the command line before RL2's Hydra sees them, so RL2's
-config and its checks stay exactly RL2's. Defaults change nothing: with no option, advantages are RL2's own.
-"""
+"""``gymverse.<name>=<value>`` options (taken out before RL2's Hydra sees them: `OWN` plus the core's
+`CurriculumOptions` knobs, one name each) and the rank-0 process state (`current`: RL2 loads the env file as a
+fresh module, so settings, curriculum and episode records live here)."""
 
 from __future__ import annotations
 
-import json
-import os
+import contextvars
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from gymverse.complexity import check_level
+from gymverse.curriculum import CurriculumState
+from gymverse.curriculum.options import KNOBS, CurriculumOptions, parse_value
+from gymverse.curriculum.service import CurriculumService, LocalCurriculum
+from gymverse.rollout import EpisodeRecord
+from gymverse.vector.pool import configure_shared_pool, shared_pool
 
-#: Environment variable carrying the JSON settings (set by the launcher, read by the env file's process).
-ENV_VAR = "GYMVERSE_RL2"
 PREFIX = "gymverse."
+OWN = ("perpo", "max_response_tokens", "system_prompt")
+#: Tensor key carrying each sequence's record number from the rollout to `Rollout.__call__`'s hook (removed there).
+RECORD_TAG = "gymverse_record"
+#: False while RL2 runs validation rollouts (set around `Rollout.__call__` by the installed hooks).
+training: contextvars.ContextVar[bool] = contextvars.ContextVar("gymverse_rl2_training", default=True)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """GymVerse options of one RL2 run."""
+    """GymVerse options of one RL2 run (defaults change nothing in RL2)."""
 
     perpo: bool = False  # env-level PERPO advantages instead of RL2's per-prompt grouping
-    evolve: bool = False  # complexity evolution through the core curriculum, saved with RL2 checkpoints
-    initial_level: int = 1
-    promote_at: float = 0.8
-    demote_at: float = 0.1
-    patience: int = 3
-    eval_level: int | None = None  # level of validation episodes (default: initial_level)
-    max_turns: int | None = None  # turn cap per episode (default: the env's own budget)
     max_response_tokens: int | None = None  # token budget of a whole episode's response (model + env turns)
     system_prompt: str = ""
-    eps: float = 1e-9
-
-    def __post_init__(self) -> None:
-        for name in ("initial_level", "eval_level"):
-            level = getattr(self, name)
-            try:
-                if level is not None:
-                    check_level(level)
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"gymverse.{name}: {err}") from None
-        if not 0.0 <= self.demote_at < self.promote_at <= 1.0:
-            raise ValueError(f"need 0 <= gymverse.demote_at < gymverse.promote_at <= 1, got {self}")
-        if self.patience < 1:
-            raise ValueError(f"gymverse.patience must be >= 1, got {self.patience}")
-        for name in ("max_turns", "max_response_tokens"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"gymverse.{name} must be >= 1, got {value}")
-        if not self.eps >= 0:
-            raise ValueError(f"gymverse.eps must be >= 0, got {self.eps}")
-
-    def curriculum_config(self) -> dict[str, Any]:
-        """`gymverse.curriculum.CurriculumState.from_config` input for these settings."""
-        return {
-            "controller": {
-                "initial_level": self.initial_level,
-                "promote_at": self.promote_at,
-                "demote_at": self.demote_at,
-                "promote_patience": self.patience,
-                "demote_patience": self.patience,
-            },
-            "evolution": self.evolve,
-            "max_turns": self.max_turns,
-            "eval_level": self.eval_level if self.eval_level is not None else self.initial_level,
-        }
-
-    def to_json(self) -> str:
-        """JSON form (the value of `ENV_VAR`)."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Settings:
-        """Inverse of `to_json`; unknown keys are an error naming them."""
-        data = json.loads(text)
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"{ENV_VAR}: unknown keys {unknown}")
-        return cls(**data)
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        """The settings of this process (defaults when `ENV_VAR` is unset)."""
-        text = os.environ.get(ENV_VAR)
-        return cls.from_json(text) if text else cls()
-
-
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
-
-
-def _convert(name: str, raw: str) -> Any:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    if raw.lower() in ("null", "none") and "None" in str(kind):
-        return None
-    if kind == "bool":
-        if raw.lower() in _TRUE | _FALSE:
-            return raw.lower() in _TRUE
-        raise ValueError(f"gymverse.{name} takes true or false, got {raw!r}")
-    try:
-        if "int" in str(kind):
-            return int(raw)
-        if "float" in str(kind):
-            return float(raw)
-    except ValueError:
-        raise ValueError(f"gymverse.{name}: {raw!r} is not a {kind}") from None
-    return raw
+    curriculum: CurriculumOptions = field(default_factory=CurriculumOptions)
+    max_sequence_tokens: int | None = None  # prompt + response cap, from RL2's max_length_per_device
+    pool_size: int = 256  # env sessions open at once, from RL2's batch settings
 
 
 def split_argv(argv: Sequence[str]) -> tuple[Settings, list[str]]:
     """Split a command line into GymVerse settings and the untouched RL2 overrides."""
-    known = {f.name for f in fields(Settings)}
-    values: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    knobs: dict[str, str] = {}
     rest: list[str] = []
     for arg in argv:
         if not arg.lstrip("+").startswith(PREFIX):
@@ -122,7 +47,50 @@ def split_argv(argv: Sequence[str]) -> tuple[Settings, list[str]]:
         key, sep, raw = arg.lstrip("+")[len(PREFIX) :].partition("=")
         if not sep:
             raise ValueError(f"{arg!r}: write GymVerse options as gymverse.<name>=<value>")
-        if key not in known:
-            raise ValueError(f"unknown GymVerse option gymverse.{key}; known: {sorted(known)}")
-        values[key] = _convert(key, raw)
-    return Settings(**values), rest
+        if key not in OWN and key not in KNOBS:
+            raise ValueError(f"unknown GymVerse option gymverse.{key}; known: {[*OWN, *KNOBS]}")
+        if key in OWN:
+            own[key] = parse_value(Settings, key, raw, prefix=PREFIX)
+        else:
+            knobs[key] = raw
+    if (own.get("max_response_tokens") or 1) < 1:
+        raise ValueError(f"gymverse.max_response_tokens must be >= 1, got {own['max_response_tokens']}")
+    return Settings(**own, curriculum=CurriculumOptions.parse(knobs, prefix=PREFIX)), rest
+
+
+@dataclass
+class Runtime:
+    """Settings plus what a run accumulates in the rank-0 process."""
+
+    settings: Settings
+    curriculum: CurriculumService
+    records: list[EpisodeRecord] = field(default_factory=list)  # this rollout's, by their `RECORD_TAG` number
+    pending: list[EpisodeRecord] | None = None  # one per trajectory of the batch awaiting advantages
+
+    def add(self, record: EpisodeRecord) -> int:
+        """Keep `record` for the advantage hook; returns the number its sequences carry."""
+        self.records.append(record)
+        return len(self.records) - 1
+
+
+_current: Runtime | None = None
+
+
+def configure(settings: Settings) -> Runtime:
+    """Start this process's runtime: the curriculum and the shared env pool (sized, default timeouts)."""
+    global _current
+    try:
+        configure_shared_pool(settings.pool_size)
+    except RuntimeError:  # a re-install with other batch settings (tests); a run configures once
+        shared_pool().close()
+        configure_shared_pool(settings.pool_size)
+    _current = Runtime(settings, LocalCurriculum(CurriculumState.from_config(settings.curriculum.to_config())))
+    return _current
+
+
+def current() -> Runtime:
+    """This process's runtime (RL2 is Ray-less: the launcher configured it in this very process; else defaults)."""
+    global _current
+    if _current is None:
+        _current = configure(Settings())
+    return _current

@@ -2,7 +2,8 @@
 
 It returns exactly what vLLM's ``LLM.generate`` returns (``RequestOutput`` with ``prompt_token_ids`` and one
 ``CompletionOutput`` per sample: ``text``, ``token_ids``, per-token ``logprobs`` dicts of ``Logprob`` and
-``finish_reason`` "stop"/"length"), and serves ``collective_rpc`` to the worker extension class oat names
+``finish_reason`` "stop"/"length"; log-probs only when asked; a prompt past ``max_model_len`` fails the whole
+call with vLLM's ValueError), and serves ``collective_rpc`` to the worker extension class oat names
 (``oat.utils.distributed.WorkerWrap``): its real ``init_process_group`` joins the learner's weight-sync group over
 gloo; only ``update_weight``'s CUDA buffer is replaced by a CPU one. Like a vLLM engine, the stand-in runs its own
 one-process torch world.
@@ -204,6 +205,13 @@ class LLM:
         """Continue each prompt (text or token ids) once per ``sampling_params.n``."""
         if prompt_token_ids is None:
             prompt_token_ids = [self.tokenizer(p).input_ids for p in prompts or []]
+        limit = self.engine_args.get("max_model_len")
+        for pids in prompt_token_ids:  # vLLM 0.8.4 refuses the whole call, as `LLM._validate_and_add_requests` does
+            if limit is not None and len(pids) >= limit:
+                raise ValueError(
+                    f"The decoder prompt (length {len(pids)}) is longer than the maximum model length of {limit}. "
+                    "Make sure that `max_model_len` is no smaller than the number of text tokens."
+                )
         results = []
         per_prompt = sampling_params if isinstance(sampling_params, list) else None
         for i, pids in enumerate(prompt_token_ids):
