@@ -137,3 +137,38 @@ def test_unknown_env_and_bad_settings_are_rejected() -> None:
             assert pool.active == 0  # failed opens took no permit
 
     asyncio.run(main())
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # Python 3.12+
+def test_a_forked_child_gets_its_own_shared_pool() -> None:
+    # A launcher that opened sessions and then forks (launchpad, multiprocessing "fork") must not hand the child a
+    # pool whose worker threads exist only in the parent: the child's episodes would wait forever.
+    import multiprocessing
+
+    from gymverse.rollout import open_session
+    from gymverse.vector import shared_pool
+
+    async def one_reset() -> str:
+        import gymverse.vector.testing  # noqa: F401
+
+        async with await open_session("vectest:Count", seed=1) as session:
+            obs, _ = await session.reset(seed=1)
+            return obs
+
+    parent = asyncio.run(one_reset())
+    assert shared_pool()._runner is not None  # the parent's pool exists and has run a call
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as workers:
+        child = workers.apply_async(_reset_in_child).get(timeout=60)
+    assert child == parent
+
+
+def _reset_in_child() -> str:
+    async def one_reset() -> str:
+        from gymverse.rollout import open_session
+
+        async with await open_session("vectest:Count", seed=1) as session:
+            obs, _ = await session.reset(seed=1)
+            return obs
+
+    return asyncio.run(one_reset())

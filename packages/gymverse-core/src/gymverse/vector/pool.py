@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -233,6 +234,16 @@ _shared_config: dict[str, Any] = {
     "reset_timeout": DEFAULT_RESET_TIMEOUT,
     "max_workers": None,
 }
+
+
+def _forget_shared_pool() -> None:
+    """In a forked child: the parent's pool has no worker threads here, so the child builds its own on first use."""
+    global _shared, _shared_lock
+    _shared, _shared_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_shared_pool)
 
 
 def configure_shared_pool(
