@@ -1,4 +1,4 @@
-"""The one PERPO function (per-turn returns, env-level normalization, token placement) against a naive loop."""
+"""PERPO (per-turn returns, env-level normalization, token placement) and its building blocks against a naive loop."""
 
 from __future__ import annotations
 
@@ -8,14 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gymverse.perpo import (
-    merge,
-    perpo_from_trajectories,
-    perpo_stats,
-    perpo_token_advantages,
-    perpo_token_stats,
-    perpo_turn_advantages,
-)
+from gymverse.perpo import advantages, merge
+from gymverse.perpo.episodes import perpo_stats, perpo_token_advantages, perpo_token_stats, perpo_turn_advantages
+from gymverse.rollout import EpisodeBatch
 from gymverse.trajectory import EpisodeTokens, Trajectory, Turn
 
 EPS = 1e-9
@@ -145,10 +140,11 @@ def test_from_trajectories_uses_their_token_records() -> None:
         traj("a", [0.0], [1, 1, 1], [3]),
         traj("b", [1.0, 0.0, 0.0], [1, 0, 1, 0, 1], [1, 3, 5]),
     ]
-    out: list[Any] = perpo_from_trajectories(trajs, gamma=0.5)
+    tokens = np.asarray(advantages(EpisodeBatch.from_trajectories(trajs), gamma=0.5).tokens)
+    out: list[Any] = [tokens[b, : len(t.tokens.response_mask) if t.tokens else 0] for b, t in enumerate(trajs)]
     want = naive([(t.env_id, t.rewards) for t in trajs], 0.5)
     assert [len(o) for o in out] == [5, 3, 5]
     np.testing.assert_allclose(out[0], [want[0][0], want[0][0], 0, 0, want[0][1]], atol=1e-9)
     np.testing.assert_allclose(out[2], [want[2][0], 0, want[2][1], 0, want[2][2]], atol=1e-9)
     with pytest.raises(ValueError, match="no token record"):
-        perpo_from_trajectories([Trajectory("a", seed=0, complexity=1)])
+        EpisodeBatch.from_trajectories([Trajectory("a", seed=0, complexity=1)])

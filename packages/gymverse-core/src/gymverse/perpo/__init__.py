@@ -8,14 +8,6 @@ gymverse never imports torch. Formulas are in `gymverse.perpo.normalize` and `gy
 """
 
 from gymverse.perpo.batch import BatchAdvantages, advantages, batch_stats
-from gymverse.perpo.episodes import (
-    TokenAdvantages,
-    perpo_from_trajectories,
-    perpo_stats,
-    perpo_token_advantages,
-    perpo_token_stats,
-    perpo_turn_advantages,
-)
 from gymverse.perpo.normalize import (
     DEFAULT_EPS,
     batch_normalize,
@@ -38,7 +30,6 @@ __all__ = [
     "DEFAULT_EPS",
     "BatchAdvantages",
     "GroupStats",
-    "TokenAdvantages",
     "advantages",
     "batch_normalize",
     "batch_stats",
@@ -51,11 +42,6 @@ __all__ = [
     "grpo_advantages",
     "merge",
     "normalize_with",
-    "perpo_from_trajectories",
-    "perpo_stats",
-    "perpo_token_advantages",
-    "perpo_token_stats",
-    "perpo_turn_advantages",
     "place_turn_advantages",
     "returns_from_lists",
     "rloo_advantages",

@@ -1,4 +1,7 @@
-"""PERPO from episodes: the one function from trajectories (or flat token arrays) to per-token advantages.
+"""PERPO's building blocks over flat per-row lists: per-turn returns, env-level normalization, token placement.
+
+Training code calls `gymverse.perpo.advantages` on an `EpisodeBatch` (`gymverse.perpo.batch`), which applies the
+failure policy and then these functions; they are public for tests and benchmarks of the math itself.
 
 The definition (the GymVerse reference): every turn is one transition; its return is the per-turn discounted
 return ``G_t = r_t + gamma * G_{t+1}`` within its episode; returns are normalized per env id over the whole
@@ -27,7 +30,6 @@ from gymverse.perpo.normalize import DEFAULT_EPS, env_normalize
 from gymverse.perpo.returns import discounted_returns
 from gymverse.perpo.stats import GroupStats, normalize_with
 from gymverse.perpo.tokens import place_turn_advantages, turn_ids_from_mask
-from gymverse.trajectory import Trajectory
 
 
 @dataclass
@@ -208,32 +210,3 @@ def perpo_token_advantages(
     spans = list(itertools.pairwise(np.cumsum([0, *flat.lens.tolist()]).tolist()))
     turn_adv = [adv_turns[a:b] for a, b in spans]
     return TokenAdvantages(out[0], out[1], turn_adv, [flat.returns[a:b] for a, b in spans])
-
-
-def perpo_from_trajectories(
-    trajectories: Sequence[Trajectory],
-    *,
-    gamma: float = 1.0,
-    eps: float = DEFAULT_EPS,
-    stats: GroupStats | None = None,
-) -> list[np.ndarray]:
-    """Per trajectory, the PERPO advantage of every response token (`EpisodeTokens`; 0 on env tokens)."""
-    for t in trajectories:
-        if t.tokens is None:
-            raise ValueError(f"{t.env_id}: trajectory has no token record; collect it with gymverse.rollout")
-    width = max([0, *(len(t.tokens.response_mask) for t in trajectories if t.tokens is not None)])
-    mask = np.zeros((len(trajectories), width), dtype=np.int64)
-    for b, t in enumerate(trajectories):
-        m = t.tokens.response_mask if t.tokens is not None else []
-        mask[b, : len(m)] = m
-    out = perpo_token_advantages(
-        mask,
-        [t.env_id for t in trajectories],
-        [t.rewards for t in trajectories],
-        turn_ends=[t.tokens.turn_ends if t.tokens is not None else [] for t in trajectories],
-        gamma=gamma,
-        eps=eps,
-        stats=stats,
-    )
-    lens = [len(t.tokens.response_mask) if t.tokens is not None else 0 for t in trajectories]
-    return [np.asarray(out.advantages[b, :n]) for b, n in enumerate(lens)]
