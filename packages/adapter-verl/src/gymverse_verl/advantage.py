@@ -9,7 +9,7 @@ episode is `EpisodeRecord.single_turn` (its summed token reward over its respons
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,8 +33,9 @@ class Rows:
     eps: float = DEFAULT_EPS
 
     @classmethod
-    def read(cls, uids: Sequence[Any], extra_fields: Sequence[Any], eps: float = DEFAULT_EPS) -> Rows:
-        """From the ``uid`` and ``extra_fields`` columns verl stores for each trajectory."""
+    def read(cls, uids: Any, extra_fields: Any, eps: float = DEFAULT_EPS) -> Rows:
+        """From the ``uid`` and ``extra_fields`` columns verl stores for each trajectory (lists or tensordict's)."""
+        uids, extra_fields = (list(c.tolist() if hasattr(c, "tolist") else c) for c in (uids, extra_fields))
         extras = [e if isinstance(e, Mapping) and EXTRA_KEY in e else None for e in extra_fields]
         return cls([str(u) for u in uids], [e and EpisodeRecord.from_dict(e[EXTRA_KEY]) for e in extras], eps)
 

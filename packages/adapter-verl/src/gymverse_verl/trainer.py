@@ -68,7 +68,7 @@ class GymVersePPOTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "extra_fields"])
-        with episode_rows(Rows.read(data["uid"].tolist(), data["extra_fields"].tolist(), self.gymverse.eps)):
+        with episode_rows(Rows.read(data["uid"], data["extra_fields"], self.gymverse.eps)):
             return super()._compute_advantage(batch, metrics)
 
     def step(self, metrics: dict, timing_raw: dict) -> Any:
