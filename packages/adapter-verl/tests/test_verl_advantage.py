@@ -24,6 +24,7 @@ def verl_rows(kit: Any, tokenizer: Any, trajectories: list[Any], curriculum: Any
     worker = object.__new__(worker_cls)  # the worker's state its postprocess reads (text-only, no reward model)
     worker.processor, worker.tokenizer, worker.reward_loop_worker_handles = None, tokenizer, None
     worker.distillation_enabled = False
+
     async def main() -> list[str]:
         loop = kit.make_agent_loop(kit.make_config(), None, tokenizer)  # built in the worker's running event loop
         keys = []

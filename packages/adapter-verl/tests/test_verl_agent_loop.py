@@ -36,11 +36,13 @@ def segments(mask: list[int]) -> list[tuple[int, int]]:
 
 
 def test_oracle_episodes_succeed_with_consistent_tokens(kit: Any, tokenizer: Any) -> None:
+    from gymverse.rollout import EpisodeRecord
+
     server = kit.ScriptedServer(tokenizer)
     outs = run_episode(kit, tokenizer, server, [kit.row(GUESS, s) for s in (3, 11, 42)])
     for out in outs:
         ef = out.extra_fields["gymverse"]
-        assert set(ef) == {"env_id", "turn_rewards", "turn_ends", "stop_reason", "level", "success", "episode_id", "seed"}
+        assert EpisodeRecord.from_dict(ef).to_dict() == ef  # exactly core's record, nothing else
         assert ef["success"] is True and out.extra_fields["error"] is None and ef["stop_reason"] == "terminated"
         assert ef["env_id"] == GUESS and ef["level"] == 1 and ef["seed"] in (3, 11, 42)
         assert out.reward_score == pytest.approx(sum(ef["turn_rewards"])) == pytest.approx(1.0)
@@ -350,14 +352,14 @@ def test_standin_contract_matches_verls_vllm_server(kit: Any) -> None:
     spec = importlib.util.find_spec("verl.workers.rollout.vllm_rollout")
     assert spec is not None and spec.submodule_search_locations
     source = (Path(next(iter(spec.submodule_search_locations))) / "vllm_async_server.py").read_text()
-    assert 'if not final_res.outputs:' in source and 'stop_reason="aborted"' in source
+    assert "if not final_res.outputs:" in source and 'stop_reason="aborted"' in source
     assert 'if finish_reason == "abort":\n            stop_reason = "aborted"' in source
     template = re.search(r'f"Prompt length \(\{len\(prompt_ids\)\}\) leaves no room.*?headroom\."', source, re.S)
     assert template is not None
     rendered = re.sub(r'"\s+f"', "", template.group(0)).replace("{len(prompt_ids)}", "7")
     rendered = rendered.replace("{self.config.max_model_len}", "7")[2:-1]
     assert str(kit.context_length_error(7, 7)) == rendered and CONTEXT_LENGTH_ERROR in rendered
-    sglang = (Path(next(iter(spec.submodule_search_locations))).parent / "sglang_rollout" / "async_sglang_server.py")
+    sglang = Path(next(iter(spec.submodule_search_locations))).parent / "sglang_rollout" / "async_sglang_server.py"
     assert CONTEXT_LENGTH_ERROR in sglang.read_text()
     gen = to_generation(TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted"))
     assert gen.aborted and list(gen.token_ids) == [] and gen.logprobs is None

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import verl_cpu_run
 import verl_cpu_standins
-from gymverse_verl import CHECKPOINT_FILE
+from gymverse.curriculum import CHECKPOINT_FILE
 from verl_cpu_run import CALL_LOG, Recorder, driver_calls, run_task_runner, worker_counts, worker_setup_hook
 from verl_cpu_standins import CPUActorGroup, ScriptedLLMServer, make_cpu_setup
 
@@ -99,7 +99,7 @@ def run_config(kit: Any, tmp_path: Path, model: Path, steps: int, actor_name: st
                 "trainer.default_local_dir": tmp_path / "ckpt",
                 "trainer.resume_mode": "auto",
                 "+gymverse.actor_name": actor_name,
-                "+gymverse.curriculum.promote_patience": 1,
+                "+gymverse.patience": 1,
             },
         )
     )

@@ -44,6 +44,22 @@ class FakeTransferQueue:
         return self.kv_batch_put(keys, partition_id, fields, tags)
 
 
+class MarkerActorGroup:
+    """Stand-in for the FSDP actor worker group's checkpoint calls only (GPU-only): writes/reads a marker file."""
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def save_checkpoint(self, local_path: str, remote_path: Any, global_step: int, max_ckpt_to_keep: Any) -> None:
+        os.makedirs(local_path, exist_ok=True)
+        with open(os.path.join(local_path, "weights.txt"), "w") as f:
+            f.write(str(global_step))
+
+    def load_checkpoint(self, local_path: str, del_local_after_load: bool = False) -> None:
+        with open(os.path.join(local_path, "weights.txt")) as f:
+            self.loaded.append(f.read())
+
+
 class ScriptedLLMServer:
     """Stand-in for a vLLM server replica (GPU): the conftest's scripted policy behind ``generate``, returning
     ``TokenOutput`` with ``extra_fields={"global_steps": <weights version>}`` exactly as ``vLLMHttpServer`` does
