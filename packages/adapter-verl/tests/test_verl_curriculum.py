@@ -4,12 +4,15 @@ actor, per-checkpoint curriculum files, and two runs on one Ray cluster."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -170,7 +173,8 @@ def test_resume_from_an_older_checkpoint_restores_that_checkpoints_levels(
     save = run.actor_rollout_wg.save_checkpoint
 
     def first_write(local_path: str, *args: Any, **kwargs: Any) -> None:  # verl's first write into the folder
-        order.append("curriculum" if os.path.exists(os.path.join(local_path, "..", CHECKPOINT_FILE)) else "none")
+        written = os.path.exists(os.path.join(os.path.dirname(local_path), CHECKPOINT_FILE))
+        order.append("curriculum" if written else "none")
         save(local_path, *args, **kwargs)
 
     run.actor_rollout_wg.save_checkpoint = first_write
@@ -223,52 +227,46 @@ def test_two_runs_on_one_cluster_keep_separate_levels(tmp_path: Path) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="rv", dir="/tmp"))  # Ray's socket paths must stay short
     port = _free_port()
-    ports = {
-        f"--{k}": str(_free_port())
-        for k in (
-            "ray-client-server-port",
-            "dashboard-agent-listen-port",
-            "dashboard-agent-grpc-port",
-            "runtime-env-agent-port",
-            "metrics-export-port",
-            "node-manager-port",
-            "object-manager-port",
-        )
-    }
-    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "PYTHONWARNINGS": "ignore"}
-    ray_bin = str(Path(sys.executable).parent / "ray")
-    head_cmd = [ray_bin, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1"]
+    # a cluster of its own: no token shared through ~/.ray with other clusters on this machine
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "PYTHONWARNINGS": "ignore", "RAY_AUTH_MODE": "disabled"}
+    head_cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}"]
     head_cmd += ["--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"]
-    head_cmd += [f"--object-store-memory={200 * 1024**2}", *(f"{k}={v}" for k, v in ports.items())]
-    head = subprocess.Popen(head_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    head_cmd += [f"--object-store-memory={200 * 1024**2}", f"--ray-client-server-port={_free_port()}"]
+    head_log = tmp_path / "head.log"
+    with open(head_log, "w") as log:
+        head = subprocess.Popen(head_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     drivers: list[subprocess.Popen] = []
     try:
-        address = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while "Ray runtime started" not in head_log.read_text():
+            assert head.poll() is None and time.monotonic() < deadline, head_log.read_text()[-3000:]
+            time.sleep(0.5)
         driver = str(Path(__file__).with_name("verl_two_runs_driver.py"))
         barrier = tmp_path / "barrier"
         barrier.mkdir()
         for tag, other, mode in (("a", "b", "win"), ("b", "a", "lose")):
-            cmd = [sys.executable, driver, address, tag, other, str(barrier), mode]
+            cmd = [sys.executable, driver, f"127.0.0.1:{port}", tag, other, str(barrier), mode]
             drivers.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         results = []
         for p in drivers:
-            out, _ = p.communicate(timeout=500)
+            out, _ = p.communicate(timeout=400)
             assert p.returncode == 0, out[-4000:]
             results.append(json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:]))
     finally:
         for p in drivers:
             if p.poll() is None:
                 p.kill()
+                p.communicate()
         children = psutil.Process(head.pid).children(recursive=True) if head.poll() is None else []
-        head.terminate()
+        head.terminate()  # `ray start --block` drains (up to 30 s) and stops the processes it started
         try:
-            head.wait(timeout=60)
+            head.wait(timeout=90)
         except subprocess.TimeoutExpired:
             head.kill()
-        for child in children:  # whatever `ray start` left behind, by the ids it started
-            if child.is_running():
+        for child in children:  # anything it left behind, by the ids it started
+            with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
     a, b = results
     assert a["name"] != b["name"] and a["name"].startswith("gymverse_curriculum-")
     assert a["in_worker"] == a["name"] and b["in_worker"] == b["name"]
