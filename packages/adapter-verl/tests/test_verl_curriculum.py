@@ -84,7 +84,7 @@ def test_settings_are_core_curriculum_options_under_one_spelling(kit: Any) -> No
 
     base = [o for o in kit.readme_overrides() if "gymverse." not in o]
     knobs = ["+gymverse.evolve=true", "+gymverse.patience=2", "+gymverse.promote_at=0.7", "+gymverse.eval_level=3"]
-    want = {"evolve": True, "patience": 2, "promote_at": 0.7, "eval_level": 3}
+    want: dict[str, Any] = {"evolve": True, "patience": 2, "promote_at": 0.7, "eval_level": 3}
     for horizon in ("+gymverse.horizon=[4,8,12]", "+gymverse.horizon='4,8,12'"):
         s = GymVerseSettings.from_config(kit.compose([*base, *knobs, horizon, "+gymverse.horizon_interval=5"]))
         assert s.curriculum == CurriculumOptions(**want, horizon="4,8,12", horizon_interval=5)

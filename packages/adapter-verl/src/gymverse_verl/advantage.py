@@ -36,8 +36,9 @@ class Rows:
     def read(cls, uids: Any, extra_fields: Any, eps: float = DEFAULT_EPS) -> Rows:
         """From the ``uid`` and ``extra_fields`` columns verl stores for each trajectory (lists or tensordict's)."""
         uids, extra_fields = (list(c.tolist() if hasattr(c, "tolist") else c) for c in (uids, extra_fields))
-        extras = [e if isinstance(e, Mapping) and EXTRA_KEY in e else None for e in extra_fields]
-        return cls([str(u) for u in uids], [e and EpisodeRecord.from_dict(e[EXTRA_KEY]) for e in extras], eps)
+        ours = [isinstance(e, Mapping) and EXTRA_KEY in e for e in extra_fields]
+        records = [EpisodeRecord.from_dict(e[EXTRA_KEY]) if ok else None for e, ok in zip(extra_fields, ours)]
+        return cls([str(u) for u in uids], records, eps)
 
 
 _CURRENT: ContextVar[Rows | None] = ContextVar("gymverse_rows", default=None)
@@ -87,5 +88,5 @@ def compute_gymverse_perpo_advantage(
     with torch.no_grad():
         out = advantages(episode_batch(rows, token_level_rewards, response_mask), gamma=gamma, eps=rows.eps)
     assert out.tokens is not None and out.token_returns is not None
-    like = {"dtype": token_level_rewards.dtype, "device": token_level_rewards.device}
-    return torch.as_tensor(out.tokens).to(**like), torch.as_tensor(out.token_returns).to(**like)
+    dtype, device = token_level_rewards.dtype, token_level_rewards.device
+    return torch.as_tensor(out.tokens).to(device, dtype), torch.as_tensor(out.token_returns).to(device, dtype)

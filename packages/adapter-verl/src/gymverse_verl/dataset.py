@@ -33,13 +33,6 @@ def make_rows(
     ]
 
 
-def write_parquet(rows: Sequence[Mapping[str, Any]], path: str) -> None:
-    """Write rows as parquet (pandas + pyarrow, both verl dependencies)."""
-    import pandas as pd
-
-    pd.DataFrame(list(rows)).to_parquet(path, index=False)
-
-
 def check_split(rows: Iterable[tuple[Any, Any]], *, validation: bool, files: Any) -> None:
     """Fail if GymVerse rows (``(agent_name, extra_info)`` pairs) are in the wrong dataset for their split: a
     validation row without ``split: val`` would run at the evolving training level and be recorded as a training
@@ -69,16 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = argparse.ArgumentParser(prog="gymverse-verl", description="GymVerse tools for verl")
     sub = parser.add_subparsers(dest="command", required=True)
-    add_dataset_arguments(
-        sub.add_parser("make-dataset", help="write a parquet of GymVerse episodes for verl"),
-        suffix=".parquet",
-        split=True,
-    )
+    ds = sub.add_parser("make-dataset", help="write a parquet of GymVerse episodes for verl")
+    add_dataset_arguments(ds, suffix=".parquet", split=True)
     args = parser.parse_args(argv)
 
     def write(envs: list[str]) -> str:
+        import pandas as pd  # a verl dependency, like pyarrow
+
         rows = make_rows(envs, args.n, seed=args.seed, complexity=args.complexity, split=args.split)
-        write_parquet(rows, args.out)
+        pd.DataFrame(rows).to_parquet(args.out, index=False)
         return f"wrote {len(rows)} rows ({len(envs)} envs x {args.n}) to {args.out}"
 
     return run_dataset_writer(args, write, prog="gymverse-verl")
