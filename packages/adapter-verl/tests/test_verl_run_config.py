@@ -120,7 +120,7 @@ def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tmp_path: P
     import subprocess
 
     import ray
-    from gymverse_verl.cli import main as gymverse_verl
+    from gymverse_verl.dataset import main as gymverse_verl
 
     if ray.is_initialized():  # main_ppo starts its own cluster: one cluster at a time
         ray.shutdown()

@@ -62,7 +62,7 @@ def traced_cluster(kit: Any, tmp_path: Path) -> Iterator[Path]:
 
 def run_config(kit: Any, tmp_path: Path, model: Path, steps: int, actor_name: str) -> Any:
     """The README's command with this machine's sizes (tiny model, 2 prompts x 2 samples, 1 storage unit)."""
-    from gymverse_verl.cli import main as gymverse_verl
+    from gymverse_verl.dataset import main as gymverse_verl
 
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
