@@ -87,9 +87,9 @@ class GymVersePPOTrainer(PPOTrainerSync):
         metrics.update({f"gymverse/{env_id}/success": rate for env_id, rate in report.success.items()})
         metrics.update({f"gymverse/{env_id}/complexity": level for env_id, level in report.levels.items()})
 
-    def fit(self) -> Any:
+    def fit(self, agent_loop_manager: Any) -> Any:
         try:
-            return super().fit()
+            return super().fit(agent_loop_manager)
         finally:  # the actor is detached and named for this run only: nothing else would end it
             if self.gymverse.curriculum.active:
                 self._curriculum.stop()
