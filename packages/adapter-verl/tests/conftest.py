@@ -118,13 +118,14 @@ def ray_cluster(_ray_session: None) -> None:
 
 
 def make_config(response_length: int = 256, prompt_length: int = 512, **gymverse: Any) -> Any:
-    """A minimal verl config: the rollout lengths the agent loop reads plus a ``gymverse`` section."""
+    """A minimal verl config: the rollout lengths and batch sizes the agent loop reads plus a ``gymverse`` section."""
     from omegaconf import OmegaConf
 
+    rollout = {"prompt_length": prompt_length, "response_length": response_length, "n": 2}
     return OmegaConf.create(
         {
-            "actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
-            "data": {"apply_chat_template_kwargs": {}},
+            "actor_rollout_ref": {"rollout": rollout},
+            "data": {"apply_chat_template_kwargs": {}, "train_batch_size": 4},
             "gymverse": gymverse,
         }
     )
@@ -150,14 +151,15 @@ def make_agent_loop(config: Any, server: Any, tokenizer: Any) -> Any:
     )
 
 
-def row(env_id: str, seed: int, complexity: int | None = 1) -> dict[str, Any]:
-    """A dataset row as the agent loop receives it (columns become keyword arguments)."""
+def row(env_id: str, seed: int, complexity: int | None = None, split: str = "train") -> dict[str, Any]:
+    """A dataset row as the agent loop receives it (columns become keyword arguments), written like make-dataset's."""
+    from gymverse.rollout import EpisodeSpec
     from gymverse_verl import AGENT_NAME
 
     return {
         "agent_name": AGENT_NAME,
         "data_source": env_id,
-        "extra_info": {"env_id": env_id, "seed": seed, "complexity": complexity},
+        "extra_info": {**EpisodeSpec(env_id, seed, complexity, split).to_dict(), "index": 0},
         "raw_prompt": [{"role": "user", "content": "GymVerse episode"}],
     }
 
@@ -180,8 +182,24 @@ def server_extra_fields(global_steps: int) -> dict[str, Any]:
     return {"global_steps": global_steps, "min_global_steps": global_steps, "max_global_steps": global_steps}
 
 
+ABORT = "<abort>"  # a policy reply that makes `ScriptedServer` answer as vLLM does for an aborted request
+CONTEXT_FULL = "<context full>"  # ... and as verl's vLLM server does when the prompt leaves no room to generate
+
+
+def context_length_error(prompt_len: int, max_model_len: int) -> ValueError:
+    """What verl 0.9.1's ``vLLMHttpServer.generate`` raises when a prompt leaves no room in the model's context
+    (vllm_async_server.py; `test_standin_contract_matches_verls_vllm_server` checks the text against verl's source)."""
+    return ValueError(
+        f"Prompt length ({prompt_len}) leaves no room to generate within the model's maximum context length "
+        f"({max_model_len}); need at least 1 token of headroom."
+    )
+
+
 class ScriptedServer:
-    """Stand-in for verl's LLM server: replies with the tokens of a text policy, with made-up log-probs."""
+    """Stand-in for verl's LLM server: replies with the tokens of a text policy, with made-up log-probs, returned
+    only when the request asks for them (as vLLM does). A policy reply `ABORT` gets vLLM's aborted answer (no
+    tokens, ``stop_reason="aborted"``, vllm_async_server.py:690-700); `CONTEXT_FULL` gets verl's context-length
+    error (a `ValueError`; behind Ray, as a replica actor, it arrives wrapped in a ``RayTaskError``)."""
 
     def __init__(self, tokenizer: Any, policy: Any = guess_policy, tail: str = "<|im_end|>") -> None:
         self.tokenizer, self.policy, self.tail = tokenizer, policy, tail
@@ -192,13 +210,21 @@ class ScriptedServer:
         from verl.workers.rollout.replica import TokenOutput
 
         text = self.tokenizer.decode(prompt_ids)
-        ids = self.tokenizer.encode(self.policy(text) + self.tail, add_special_tokens=False)
+        reply = self.policy(text)
+        if reply == CONTEXT_FULL:
+            self.calls.append({"request_id": request_id, "prompt": text, "ids": [], "logprobs": []})
+            raise context_length_error(len(prompt_ids), len(prompt_ids))
+        if reply == ABORT:
+            self.calls.append({"request_id": request_id, "prompt": text, "ids": [], "logprobs": []})
+            extra = {"global_steps": self.global_steps}
+            return TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted", extra_fields=extra)
+        ids = self.tokenizer.encode(reply + self.tail, add_special_tokens=False)
         ids = ids[: sampling_params["max_tokens"]]
         logprobs = [-0.01 * (len(self.calls) + 1) * (i + 1) for i in range(len(ids))]
         self.calls.append({"request_id": request_id, "prompt": text, "ids": ids, "logprobs": logprobs})
         return TokenOutput(
             token_ids=ids,
-            log_probs=logprobs,
+            log_probs=logprobs if sampling_params.get("logprobs") else None,
             stop_reason="completed",
             extra_fields=server_extra_fields(self.global_steps),
         )
@@ -248,6 +274,9 @@ def kit() -> Any:
         make_agent_loop=make_agent_loop,
         row=row,
         guess_policy=guess_policy,
+        ABORT=ABORT,
+        CONTEXT_FULL=CONTEXT_FULL,
+        context_length_error=context_length_error,
         ScriptedServer=ScriptedServer,
         TinyLlamaServer=TinyLlamaServer,
         family_tokenizer=family_tokenizer,

@@ -36,17 +36,20 @@ def segments(mask: list[int]) -> list[tuple[int, int]]:
 
 
 def test_oracle_episodes_succeed_with_consistent_tokens(kit: Any, tokenizer: Any) -> None:
+    from gymverse.rollout import EpisodeRecord
+
     server = kit.ScriptedServer(tokenizer)
     outs = run_episode(kit, tokenizer, server, [kit.row(GUESS, s) for s in (3, 11, 42)])
     for out in outs:
-        ef = out.extra_fields
-        assert ef["success"] is True and ef["error"] is None and ef["stop_reason"] == "terminated"
-        assert ef["env_id"] == GUESS and ef["complexity"] == 1 and ef["seed"] in (3, 11, 42)
+        ef = out.extra_fields["gymverse"]
+        assert EpisodeRecord.from_dict(ef).to_dict() == ef  # exactly core's record, nothing else
+        assert ef["success"] is True and out.extra_fields["error"] is None and ef["stop_reason"] == "terminated"
+        assert ef["env_id"] == GUESS and ef["level"] == 1 and ef["seed"] in (3, 11, 42)
         assert out.reward_score == pytest.approx(sum(ef["turn_rewards"])) == pytest.approx(1.0)
         n = len(out.response_ids)
         assert len(out.response_mask) == len(out.response_logprobs) == n
         segs = segments(out.response_mask)
-        assert len(segs) == ef["episode_turns"] == len(ef["turn_rewards"])
+        assert len(segs) == len(ef["turn_rewards"]) and [b for _, b in segs] == ef["turn_ends"]
         assert out.num_turns == 2 * len(segs)  # first observation + replies + observations in between
         # model tokens are exactly what the server produced for this episode, with its log-probs
         by_request: dict[str, list[dict]] = {}
@@ -89,11 +92,12 @@ def test_response_length_cap_and_random_model(kit: Any, tokenizer: Any) -> None:
         assert 0 < n <= 48
         assert len(out.response_mask) == len(out.response_logprobs) == n
         assert max(len(c["ids"]) for c in server.calls) <= 10
-        assert out.extra_fields["stop_reason"] in {"length", "truncated", "terminated"}
-        assert out.extra_fields["success"] is False  # a random model does not find the number
+        ef = out.extra_fields["gymverse"]
+        assert ef["stop_reason"] in {"length", "truncated", "terminated"}
+        assert ef["success"] is False  # a random model does not find the number
         # malformed actions cost the env's format penalty, summed into the score
-        assert out.reward_score == pytest.approx(sum(out.extra_fields["turn_rewards"]))
-        assert min(out.extra_fields["turn_rewards"]) == pytest.approx(-0.1)
+        assert out.reward_score == pytest.approx(sum(ef["turn_rewards"]))
+        assert min(ef["turn_rewards"]) == pytest.approx(-0.1)
         gen = [lp for c in server.calls for lp in c["logprobs"]]
         on = [lp for lp, m in zip(out.response_logprobs, out.response_mask) if m]
         assert all(lp < 0 for lp in on) and set(on) <= set(gen)
@@ -102,8 +106,9 @@ def test_response_length_cap_and_random_model(kit: Any, tokenizer: Any) -> None:
 def test_horizon_caps_turns(kit: Any, tokenizer: Any) -> None:
     server = kit.ScriptedServer(tokenizer, policy=lambda _: "\\boxed{1}")  # always wrong unless the number is 1
     out = run_episode(kit, tokenizer, server, [kit.row(GUESS, 9)], max_turns=2)[0]
-    assert out.extra_fields["episode_turns"] == 2 and out.extra_fields["stop_reason"] == "horizon"
-    assert len(segments(out.response_mask)) == 2 and out.extra_fields["horizon"] == 2
+    ef = out.extra_fields["gymverse"]
+    assert len(ef["turn_rewards"]) == 2 and ef["stop_reason"] == "horizon"
+    assert len(segments(out.response_mask)) == 2  # a horizon cut is trained (gymverse.failures)
 
 
 def test_env_error_ends_episode_not_worker(kit: Any, tokenizer: Any) -> None:
@@ -120,23 +125,29 @@ def test_env_error_ends_episode_not_worker(kit: Any, tokenizer: Any) -> None:
     server = kit.ScriptedServer(tokenizer, policy=lambda _: "\\boxed{1}")
     rows = [kit.row("tests:ExplodingGuess", 4), kit.row(GUESS, 4)]
     bad, good = run_episode(kit, tokenizer, server, rows)
-    assert bad.extra_fields["stop_reason"] == "env_error" and "disk on fire" in bad.extra_fields["error"]
-    assert bad.extra_fields["success"] is False and len(bad.extra_fields["turn_rewards"]) == 2
-    assert len(bad.response_ids) == len(bad.response_mask) > 0
-    assert good.extra_fields["error"] is None
+    ef = bad.extra_fields["gymverse"]
+    assert ef["stop_reason"] == "env_error" and "disk on fire" in bad.extra_fields["error"]
+    assert ef["success"] is False and len(ef["turn_rewards"]) == 2
+    # void (gymverse.failures): the tokens stay (verl needs the row) but none is trained
+    assert len(bad.response_ids) == len(bad.response_mask) > 0 and set(bad.response_mask) == {0}
+    assert good.extra_fields["error"] is None and 1 in good.response_mask
 
 
 def test_unknown_env_is_error_truncated(kit: Any, tokenizer: Any) -> None:
     out = run_episode(kit, tokenizer, kit.ScriptedServer(tokenizer), [kit.row("nope:Missing", 1)])
-    ef = out[0].extra_fields
-    assert ef["stop_reason"] == "env_error" and "nope:Missing" in ef["error"]
-    assert out[0].response_mask == [0] and out[0].reward_score == 0.0
+    ef = out[0].extra_fields["gymverse"]
+    assert ef["stop_reason"] == "reset_error" and "nope:Missing" in out[0].extra_fields["error"]
+    assert out[0].response_mask == [0] and out[0].reward_score == 0.0 and ef["turn_rewards"] == []
 
 
 def test_row_without_env_id_is_rejected(kit: Any, tokenizer: Any) -> None:
     bad = {"agent_name": "gymverse_agent", "extra_info": {"seed": 1}, "raw_prompt": []}
-    with pytest.raises(ValueError, match="env id"):
+    # core's EpisodeSpec.from_dict lets the missing env_id through as a TypeError naming it (not a ValueError)
+    with pytest.raises((TypeError, ValueError), match="env_id"):
         run_episode(kit, tokenizer, kit.ScriptedServer(tokenizer), [bad])
+    typo = {**kit.row(GUESS, 1), "extra_info": {"env_id": GUESS, "sede": 1}}
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['sede'\]"):
+        run_episode(kit, tokenizer, kit.ScriptedServer(tokenizer), [typo])
 
 
 def test_generation_server_failure_is_not_hidden(kit: Any, tokenizer: Any) -> None:
@@ -161,7 +172,7 @@ def test_qwen3_thinking_template_keeps_generated_ids(kit: Any, tokenizer: Any) -
         return await kit.make_agent_loop(config, server, qwen3).run({}, **kit.row(GUESS, 3))
 
     out = asyncio.run(main())
-    assert out.extra_fields["success"] is True
+    assert out.extra_fields["gymverse"]["success"] is True
     segs = segments(out.response_mask)
     assert [out.response_ids[a:b] for a, b in segs] == [c["ids"] for c in server.calls]  # verbatim, thinking included
     prompt = str(qwen3.decode(out.prompt_ids))
@@ -190,7 +201,7 @@ def test_server_extra_fields_survive_for_verl_metrics(kit: Any, tokenizer: Any) 
     assert len(server.calls) >= 2
     assert ef["global_steps"] == 7 and ef["min_global_steps"] == 7
     assert ef["max_global_steps"] == 7 + len(server.calls) - 1
-    assert ef["env_id"] == GUESS and ef["turn_rewards"]  # ours are added next to the server's
+    assert ef["gymverse"]["env_id"] == GUESS and ef["gymverse"]["turn_rewards"]  # ours next to the server's
     # exactly the expressions of verl's AgentLoopWorkerTQ._agent_loop_postprocess tags and PPOTrainer._compute_metrics
     tags = [{"min_global_steps": ef.get("min_global_steps"), "max_global_steps": ef.get("max_global_steps")}]
     spans = np.array([t["max_global_steps"] for t in tags], dtype=int) - np.array(
@@ -214,8 +225,8 @@ def test_prompt_over_prompt_length_fails_loudly(kit: Any, family: str) -> None:
     tok = kit.family_tokenizer(family)
     server = kit.ScriptedServer(tok, tail=tok.eos_token)
     ok = run_episode(kit, tok, server, [kit.row(GUESS, 3)], prompt_length=512)[0]
-    n = ok.extra_fields["prompt_tokens"]
-    assert n == len(ok.prompt_ids) and ok.extra_fields["success"] is True
+    n = len(ok.prompt_ids)
+    assert ok.extra_fields["gymverse"]["success"] is True
     assert tok.decode(ok.prompt_ids).count(tok.eos_token) >= 1  # the template's turn markers are in the prompt
     with pytest.raises(ValueError, match=rf"{n} tokens, more than actor_rollout_ref.rollout.prompt_length={n - 1}"):
         run_episode(kit, tok, kit.ScriptedServer(tok, tail=tok.eos_token), [kit.row(GUESS, 3)], prompt_length=n - 1)
@@ -227,7 +238,7 @@ def test_llama3_template_episode_keeps_generated_ids(kit: Any, tokenizer: Any) -
     tok = kit.family_tokenizer("llama3")
     server = kit.ScriptedServer(tok, tail="<|eot_id|>")
     out = run_episode(kit, tok, server, [kit.row(GUESS, 11)])[0]
-    assert out.extra_fields["success"] is True
+    assert out.extra_fields["gymverse"]["success"] is True
     segs = segments(out.response_mask)
     assert [out.response_ids[a:b] for a, b in segs] == [c["ids"] for c in server.calls]
     assert tok.decode(out.prompt_ids).startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>")
@@ -235,3 +246,121 @@ def test_llama3_template_episode_keeps_generated_ids(kit: Any, tokenizer: Any) -
         env = tok.decode(out.response_ids[end:nxt])
         assert env.startswith("<|start_header_id|>user<|end_header_id|>\n\n")
         assert env.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
+def test_hung_env_ends_its_episode_within_the_default_step_timeout(kit: Any, tokenizer: Any) -> None:
+    """`vectest:Hang` blocks 60 s in its second step; with default settings (core's 30 s step timeout) the episode
+    ends void (env_error) after the timeout, on the agent loop's real session path, and the other episode is fine."""
+    import time
+
+    import gymverse.vector.testing  # noqa: F401  (registers vectest:*)
+    from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT, shared_pool
+
+    server = kit.ScriptedServer(tokenizer, policy=lambda _: "\\boxed{1}")
+    start = time.monotonic()
+    hung, ok = run_episode(kit, tokenizer, server, [kit.row("vectest:Hang", 1), kit.row("vectest:Count", 1)])
+    elapsed = time.monotonic() - start
+    assert shared_pool().step_timeout == DEFAULT_STEP_TIMEOUT == 30.0
+    assert DEFAULT_STEP_TIMEOUT <= elapsed < DEFAULT_STEP_TIMEOUT + 15, elapsed
+    ef = hung.extra_fields["gymverse"]
+    assert ef["stop_reason"] == "env_error" and "step_timeout=30.0s" in hung.extra_fields["error"]
+    assert set(hung.response_mask) == {0} and len(ef["turn_rewards"]) == 2
+    assert ok.extra_fields["gymverse"]["stop_reason"] != "env_error" and 1 in ok.response_mask
+
+
+class RayServer:
+    """verl calls its server replicas through Ray: errors arrive as ``RayTaskError``s wrapping the server's."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def generate(self, request_id: str, **kw: Any) -> Any:
+        return await self.actor.generate.remote(request_id, **kw)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_aborted_and_refused_generations_are_void_and_not_curriculum_outcomes(kit: Any, tokenizer: Any) -> None:
+    """The scripted server aborts a request like vLLM (no tokens, ``stop_reason="aborted"``) and refuses one for
+    the context length like verl's vLLM server, through a Ray actor: both episodes end void
+    (generation_aborted / generation_error), no token trained, neither recorded by the curriculum."""
+    import sys
+    import uuid
+
+    import ray
+    from gymverse_verl.settings import GymVerseSettings
+
+    def policy(prompt: str) -> str:
+        n = prompt.count("<|im_start|>assistant")  # the turn being asked for
+        if "abort-me" in prompt and n == 2:
+            return kit.ABORT
+        if "refuse-me" in prompt and n == 2:
+            return kit.CONTEXT_FULL
+        return kit.guess_policy(prompt)
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[kit.ScriptedServer.__module__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    actor = ray.remote(kit.ScriptedServer).options(num_cpus=0).remote(tokenizer, policy=policy)
+    cfg = {"evolve": True, "actor_name": f"cur-{uuid.uuid4().hex[:8]}"}
+    rows = [kit.row(GUESS, 5), kit.row(GUESS, 5), kit.row(GUESS, 5)]
+    prompts = ["abort-me", "refuse-me", "play well"]
+    outs = _run_with_prompts(kit, tokenizer, RayServer(actor), rows, prompts, cfg)
+    aborted, refused, fine = (o.extra_fields for o in outs)
+    assert aborted["gymverse"]["stop_reason"] == "generation_aborted"
+    assert refused["gymverse"]["stop_reason"] == "generation_error"
+    assert "maximum context length" in refused["error"] and "Traceback" not in refused["error"]
+    assert fine["gymverse"]["stop_reason"] == "terminated" and fine["gymverse"]["success"] is True
+    for out in outs[:2]:
+        assert set(out.response_mask) == {0} and len(out.response_mask) == len(out.response_ids)
+        assert len(out.extra_fields["gymverse"]["turn_rewards"]) == 1  # the first reply was played, then void
+    service = GymVerseSettings.from_dict(cfg).curriculum_service()
+    report = service.end_step()
+    assert report.episodes == 1 and report.success == {GUESS: 1.0}  # only the played-out episode counts
+    service.stop()
+
+
+def _run_with_prompts(kit: Any, tokenizer: Any, server: Any, rows: list, prompts: list[str], cfg: dict) -> list:
+    """One agent loop per row, each with its own system prompt (how the scripted policy tells them apart)."""
+
+    async def main() -> list[Any]:
+        loops = [kit.make_agent_loop(kit.make_config(system_prompt=p, **cfg), server, tokenizer) for p in prompts]
+        return list(await asyncio.gather(*(lp.run({"logprobs": True}, **r) for lp, r in zip(loops, rows))))
+
+    return asyncio.run(main())
+
+
+def test_log_probs_only_when_asked(kit: Any, tokenizer: Any) -> None:
+    """vLLM returns log-probs only when the request asks for them (verl: ``rollout.calculate_log_probs``)."""
+    config = kit.make_config()
+
+    async def main() -> Any:
+        return await kit.make_agent_loop(config, kit.ScriptedServer(tokenizer), tokenizer).run({}, **kit.row(GUESS, 3))
+
+    out = asyncio.run(main())
+    assert out.response_logprobs is None and out.extra_fields["gymverse"]["success"] is True
+
+
+def test_standin_contract_matches_verls_vllm_server(kit: Any) -> None:
+    """The scripted server's abort and context-length answers are the ones verl 0.9.1's vLLM server gives (its
+    module needs vllm, so its source is checked), and the abort maps to core's ``finish_reason="abort"``."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    from gymverse_verl.agent_loop import CONTEXT_LENGTH_ERROR, to_generation
+    from verl.workers.rollout.replica import TokenOutput
+
+    spec = importlib.util.find_spec("verl.workers.rollout.vllm_rollout")
+    assert spec is not None and spec.submodule_search_locations
+    source = (Path(next(iter(spec.submodule_search_locations))) / "vllm_async_server.py").read_text()
+    assert "if not final_res.outputs:" in source and 'stop_reason="aborted"' in source
+    assert 'if finish_reason == "abort":\n            stop_reason = "aborted"' in source
+    template = re.search(r'f"Prompt length \(\{len\(prompt_ids\)\}\) leaves no room.*?headroom\."', source, re.S)
+    assert template is not None
+    rendered = re.sub(r'"\s+f"', "", template.group(0)).replace("{len(prompt_ids)}", "7")
+    rendered = rendered.replace("{self.config.max_model_len}", "7")[2:-1]
+    assert str(kit.context_length_error(7, 7)) == rendered and CONTEXT_LENGTH_ERROR in rendered
+    sglang = Path(next(iter(spec.submodule_search_locations))).parent / "sglang_rollout" / "async_sglang_server.py"
+    assert CONTEXT_LENGTH_ERROR in sglang.read_text()
+    gen = to_generation(TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted"))
+    assert gen.aborted and list(gen.token_ids) == [] and gen.logprobs is None
+    assert not to_generation(TokenOutput(token_ids=[1], log_probs=[-0.1], stop_reason="completed")).aborted

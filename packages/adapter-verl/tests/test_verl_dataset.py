@@ -10,40 +10,44 @@ import pytest
 
 
 def test_make_dataset_rows_load_in_verl(tmp_path: Any, tokenizer: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows are core's `EpisodeSpec`s in core's scheme (round-robin, round i at seed + i, no level: the
+    curriculum's), read back from verl's own ``RLHFDataset`` item with `EpisodeSpec.from_dict`."""
     import pandas as pd
-    from gymverse_verl.agent_loop import episode_spec
-    from gymverse_verl.cli import main
+    from gymverse.rollout import EpisodeSpec, episode_specs
+    from gymverse_verl.dataset import main
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     out = tmp_path / "train.parquet"
-    assert main(["make-dataset", "--envs", "game:GuessTheNumber, logic:Nonogram", "--n", "3", "--out", str(out)]) == 0
+    flags = ["--envs", "game:GuessTheNumber, logic:Nonogram", "--n", "3", "--seed", "5"]
+    assert main(["make-dataset", *flags, "--out", str(out)]) == 0
     assert "wrote 6 rows" in capsys.readouterr().out
     df = pd.read_parquet(out)
-    assert list(df["data_source"]) == ["game:GuessTheNumber"] * 3 + ["logic:Nonogram"] * 3
-    assert set(df["agent_name"]) == {"gymverse_agent"}
-    seeds = [e["seed"] for e in df["extra_info"]]
-    assert len(set(seeds)) == 6
+    core = episode_specs(["game:GuessTheNumber", "logic:Nonogram"], 3, seed=5)
+    assert [EpisodeSpec.from_dict(e) for e in df["extra_info"]] == core  # the same episodes as every framework
+    assert [e["seed"] for e in df["extra_info"]] == [5, 5, 6, 6, 7, 7]
+    assert list(df["data_source"]) == ["game:GuessTheNumber", "logic:Nonogram"] * 3
+    assert {e["complexity"] for e in df["extra_info"]} == {None} and set(df["agent_name"]) == {"gymverse_agent"}
     again = tmp_path / "again.parquet"
-    assert main(["make-dataset", "--envs", "game:GuessTheNumber,logic:Nonogram", "--n", "3", "--out", str(again)]) == 0
+    assert main(["make-dataset", *flags, "--out", str(again)]) == 0
     assert pd.read_parquet(again).equals(df)  # same arguments, same rows
 
     cfg = OmegaConf.create({"filter_overlong_prompts": False, "max_prompt_length": 256, "cache_dir": str(tmp_path)})
     ds = RLHFDataset(data_files=[str(out)], tokenizer=tokenizer, config=cfg)
     assert len(ds) == 6
-    item = ds[4]
+    item = ds[3]
     assert item["agent_name"] == "gymverse_agent" and item["raw_prompt"][0]["role"] == "user"
-    spec = episode_spec(item)
-    assert spec.env_id == "logic:Nonogram" and spec.seed == seeds[4] and spec.complexity == 1
+    assert EpisodeSpec.from_dict(item["extra_info"]) == core[3] == EpisodeSpec("logic:Nonogram", 6, None, "train", 1)
 
 
 def test_make_dataset_rejects_bad_input(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from gymverse_verl.cli import main
+    from gymverse_verl.dataset import main
 
     assert main(["make-dataset", "--envs", "game:Nope", "--n", "2", "--out", str(tmp_path / "x.parquet")]) == 2
     assert "game:Nope" in capsys.readouterr().err
     assert main(["make-dataset", "--envs", "game:GuessTheNumber", "--n", "0", "--out", str(tmp_path / "x.pq")]) == 2
     assert main(["make-dataset", "--envs", "game:GuessTheNumber", "--n", "1", "--complexity", "11", "--out", "y"]) == 2
+    assert main(["make-dataset", "--envs", "game:GuessTheNumber", "--n", "1", "--split", "dev", "--out", "y"]) == 2
 
 
 def test_import_verl_registered_everything() -> None:
@@ -92,7 +96,7 @@ def test_trainer_start_refuses_a_validation_set_without_split_val(kit: Any, tmp_
     step, before any worker is started, naming the file and the fix."""
     import uuid
 
-    from gymverse_verl.cli import main
+    from gymverse_verl.dataset import main
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     for name in ("train", "val"):  # the mistake: both written as training rows

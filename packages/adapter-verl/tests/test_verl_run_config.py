@@ -27,7 +27,7 @@ def test_readme_command_composes_and_passes_verl_validation(readme_config: Any) 
     assert cfg.trainer.v1.trainer_mode == TRAINER_MODE and cfg.algorithm.adv_estimator == ADV_ESTIMATOR
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     check_verl_config(cfg)
-    assert GymVerseSettings.from_config(cfg).evolution is True
+    assert GymVerseSettings.from_config(cfg).curriculum.evolve is True
 
 
 @pytest.mark.parametrize("mode", ["separate_async", "colocate_async", "sync"])
@@ -44,18 +44,19 @@ def test_modes_without_the_gymverse_trainer_are_refused_at_validation(kit: Any, 
     check_verl_config(compose([*plain, "algorithm.adv_estimator=grpo", f"trainer.v1.trainer_mode={mode}"]))
 
 
-class CPUActorGroup:
-    """Stand-in for the FSDP actor worker group's checkpoint calls (GPU-only): writes/reads a marker file."""
+def test_kl_in_reward_with_perpo_is_refused_at_launch(kit: Any) -> None:
+    """PERPO returns come from the env's turn rewards: a KL penalty folded into the reward would be dropped, so the
+    trainer refuses to start (one line naming the setting); with GRPO, verl's KL-in-reward is left alone."""
+    from gymverse_verl.settings import check_verl_config
+    from verl.trainer.ppo.v1 import get_trainer_cls
 
-    def __init__(self) -> None:
-        self.loaded: list[str] = []
-
-    def save_checkpoint(self, local_path: str, remote_path: Any, global_step: int, max_ckpt_to_keep: Any) -> None:
-        os.makedirs(local_path, exist_ok=True)
-        Path(local_path, "weights.txt").write_text(str(global_step))
-
-    def load_checkpoint(self, local_path: str, del_local_after_load: bool = False) -> None:
-        self.loaded.append(Path(local_path, "weights.txt").read_text())
+    cfg = kit.compose(kit.with_overrides(kit.readme_overrides(), {"algorithm.use_kl_in_reward": True}))
+    with pytest.raises(ValueError, match=r"^algorithm.use_kl_in_reward=true is not supported .*use_kl_loss=true$"):
+        get_trainer_cls("gymverse_sync")(cfg)
+    with pytest.raises(ValueError, match="use_kl_in_reward"):
+        check_verl_config(cfg)  # what each agent-loop worker runs at start, too
+    grpo = {"algorithm.use_kl_in_reward": True, "algorithm.adv_estimator": "grpo"}
+    check_verl_config(kit.compose(kit.with_overrides(kit.readme_overrides(), grpo)))
 
 
 @pytest.mark.usefixtures("ray_cluster")
@@ -64,12 +65,13 @@ def test_gymverse_trainer_is_verls_sync_path_and_resume_replays_nothing(
     readme_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import verl.trainer.ppo.v1.trainer_base as trainer_base
-    from gymverse_verl import CHECKPOINT_FILE
+    from gymverse.curriculum import CHECKPOINT_FILE
     from gymverse_verl.trainer import GymVersePPOTrainer
     from omegaconf import OmegaConf
     from torchdata.stateful_dataloader import StatefulDataLoader
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl_cpu_standins import MarkerActorGroup
 
     cfg = OmegaConf.merge(readme_config, {"trainer": {"default_local_dir": str(tmp_path), "resume_mode": "auto"}})
     tq_calls: list[str] = []
@@ -84,7 +86,7 @@ def test_gymverse_trainer_is_verls_sync_path_and_resume_replays_nothing(
     assert trainer.replay_buffer.gen_batch_size == cfg.data.train_batch_size  # async mode forces 1
     assert trainer.parameter_sync_step == cfg.trainer.v1.sync.get("parameter_sync_step", 1)
 
-    trainer.actor_rollout_wg = CPUActorGroup()
+    trainer.actor_rollout_wg = MarkerActorGroup()
     trainer.train_dataloader = StatefulDataLoader(list(range(16)), batch_size=4)
     batches = iter(trainer.train_dataloader)
     trained = [next(batches), next(batches)]  # two steps' prompts consumed, then a checkpoint at step 2
@@ -95,7 +97,7 @@ def test_gymverse_trainer_is_verls_sync_path_and_resume_replays_nothing(
     assert "save_checkpoint" not in tq_calls  # no TransferQueue snapshot: nothing to replay later
 
     resumed = get_trainer_cls(cfg.trainer.v1.trainer_mode)(cfg)
-    resumed.actor_rollout_wg = CPUActorGroup()
+    resumed.actor_rollout_wg = MarkerActorGroup()
     resumed.train_dataloader = StatefulDataLoader(list(range(16)), batch_size=4)
     resumed._load_checkpoint()
     assert resumed.global_steps == 2 and resumed.actor_rollout_wg.loaded == ["2"]
@@ -118,7 +120,7 @@ def test_main_ppo_on_cpu_stops_at_verls_gpu_resource_check(kit: Any, tmp_path: P
     import subprocess
 
     import ray
-    from gymverse_verl.cli import main as gymverse_verl
+    from gymverse_verl.dataset import main as gymverse_verl
 
     if ray.is_initialized():  # main_ppo starts its own cluster: one cluster at a time
         ray.shutdown()

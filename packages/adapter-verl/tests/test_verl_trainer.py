@@ -12,27 +12,6 @@ import pytest
 import torch
 
 
-class FakeTransferQueue:
-    """In-memory stand-in for the TransferQueue client (a distributed store, not GPU-bound, but needs a cluster)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
-
-    def kv_batch_get(self, keys: list[str], partition_id: str, select_fields: list[str]) -> Any:
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
-        present = [f for f in select_fields if all(f in self.rows[k] for k in keys)]
-        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in present} for k in keys])
-
-    def kv_batch_put(self, keys: list[str], partition_id: str, fields: Any) -> Any:
-        from transfer_queue import KVBatchMeta
-
-        for i, k in enumerate(keys):
-            for name in fields.keys():  # noqa: SIM118  # a TensorDict iterates over rows, not keys
-                self.rows[k][name] = fields[name][i]
-        return KVBatchMeta(partition_id=partition_id, keys=list(keys), tags=[{} for _ in keys])
-
-
 def rollouts(kit: Any, tokenizer: Any, env_id: str, policy: Any, seeds: list[int], **cfg: Any) -> list[Any]:
     config = kit.make_config(**cfg)
     server = kit.ScriptedServer(tokenizer, policy=policy)
@@ -44,26 +23,18 @@ def rollouts(kit: Any, tokenizer: Any, env_id: str, policy: Any, seeds: list[int
     return asyncio.run(main())
 
 
-def expected_advantages(outs: list[Any]) -> list[list[float]]:
-    from gymverse.perpo import env_normalize, returns_from_lists
+def expected_advantages(outs: list[Any]) -> list[np.ndarray]:
+    """core's PERPO on the episodes' records and masks (what the verl path must reproduce)."""
+    from gymverse.perpo import advantages
+    from gymverse.rollout import EpisodeBatch, EpisodeRecord
 
-    flat, envs, segs = [], [], []
-    for o in outs:
-        ids, k, prev = [], -1, 0
-        for m in o.response_mask:
-            k += int(m and not prev)
-            ids.append(k if m else -1)
-            prev = m
-        segs.append(ids)
-        g = returns_from_lists([o.extra_fields["turn_rewards"]], 1.0)[0][: k + 1]
-        flat.append(g)
-        envs += [o.extra_fields["env_id"]] * len(g)
-    adv = np.asarray(env_normalize(np.array([x for g in flat for x in g]), np.array(envs, dtype=object)))
-    out, pos = [], 0
-    for ids, g in zip(segs, flat):
-        out.append([float(adv[pos + k]) if k >= 0 else 0.0 for k in ids])
-        pos += len(g)
-    return out
+    width = max(len(o.response_mask) for o in outs)
+    mask = np.zeros((len(outs), width), dtype=np.int64)
+    for b, o in enumerate(outs):
+        mask[b, : len(o.response_mask)] = o.response_mask
+    records = [EpisodeRecord.from_dict(o.extra_fields["gymverse"]) for o in outs]
+    tokens = np.asarray(advantages(EpisodeBatch.of(records, mask)).tokens)
+    return [tokens[b, : len(o.response_mask)] for b, o in enumerate(outs)]
 
 
 @pytest.mark.usefixtures("ray_cluster")
@@ -76,9 +47,10 @@ def test_trainer_groups_by_env_and_steps_curriculum(kit: Any, tokenizer: Any, mo
     from gymverse_verl.trainer import GymVersePPOTrainer
     from omegaconf import OmegaConf
     from transfer_queue import KVBatchMeta
+    from verl_cpu_standins import FakeTransferQueue
 
     register("tests:GuessTwin", GuessTheNumber, override=True)
-    section = {"evolution": True, "actor_name": f"cur-{uuid.uuid4().hex[:8]}", "curriculum": {"promote_patience": 1}}
+    section = {"evolve": True, "actor_name": f"cur-{uuid.uuid4().hex[:8]}", "patience": 1}
     # the agent loops record every finished episode in the run's curriculum actor (before verl filters anything)
     solved = rollouts(kit, tokenizer, "game:GuessTheNumber", kit.guess_policy, [1, 1, 2, 2], **section)
     stuck = rollouts(
@@ -93,7 +65,7 @@ def test_trainer_groups_by_env_and_steps_curriculum(kit: Any, tokenizer: Any, mo
         key = f"{uid}_{i % 2}_0"  # {uid}_{session}_{index}, as verl's agent-loop manager writes it
         keys.append(key)
         field = o.as_dict()
-        field.update({"uid": uid, "session_id": i % 2, "data_source": o.extra_fields["env_id"]})
+        field.update({"uid": uid, "session_id": i % 2, "data_source": o.extra_fields["gymverse"]["env_id"]})
         fake.rows[key] = field
     monkeypatch.setattr(trainer_base, "tq", fake)
     monkeypatch.setattr(gv_trainer, "tq", fake)
@@ -117,7 +89,7 @@ def test_trainer_groups_by_env_and_steps_curriculum(kit: Any, tokenizer: Any, mo
     for key, o, want in zip(keys, outs, expected_advantages(outs)):
         got = fake.rows[key]["advantages"]
         assert got.shape[0] == len(o.response_ids)
-        np.testing.assert_allclose(got.numpy(), np.array(want), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
         assert torch.all(got[torch.tensor(o.response_mask) == 0] == 0)
     assert metrics["gymverse/game:GuessTheNumber/success"] == 1.0
     assert metrics["gymverse/tests:GuessTwin/success"] == 0.0
@@ -144,14 +116,15 @@ def test_curriculum_counts_rollouts_not_the_filtered_padded_batch(
     name = f"cur-{uuid.uuid4().hex[:8]}"
     overrides = [o for o in kit.readme_overrides() if "gymverse.horizon" not in o]
     trainer = get_trainer_cls("gymverse_sync")(
-        kit.compose([*overrides, f"+gymverse.actor_name={name}", "+gymverse.curriculum.promote_patience=1"])
+        kit.compose([*overrides, f"+gymverse.actor_name={name}", "+gymverse.patience=1"])
     )
-    section = {"evolution": True, "actor_name": name, "curriculum": {"promote_patience": 1}}
+    section = {"evolve": True, "actor_name": name, "patience": 1}
     solved = rollouts(kit, tokenizer, "game:GuessTheNumber", kit.guess_policy, [1, 1], **section)
     stuck = rollouts(
         kit, tokenizer, "tests:GuessTwin", lambda p: "\\boxed{2}" if "low" in p else "\\boxed{1}", [3, 3], **section
     )
-    assert all(o.extra_fields["success"] for o in solved) and not any(o.extra_fields["success"] for o in stuck)
+    assert all(o.extra_fields["gymverse"]["success"] for o in solved)
+    assert not any(o.extra_fields["gymverse"]["success"] for o in stuck)
 
     trained: list[Any] = []
 

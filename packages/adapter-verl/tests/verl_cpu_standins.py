@@ -6,6 +6,8 @@
 * `CPUActorGroup` replaces the FSDP ``ActorRolloutRefWorker`` group: the same calls, taking and returning
   ``KVBatchMeta`` through verl's own TransferQueue bridge (``tqbridge``), on a tiny Llama on CPU whose update is
   verl's clipped PPO loss and a real optimizer step.
+* `FakeTransferQueue` stands in for the TransferQueue client in the tests that run verl's advantage step without
+  a cluster: rows are stored and read back with verl's own ``list_of_dict_to_tensordict``.
 * `make_cpu_setup` is ``PPOTrainer._setup`` minus ``ResourcePoolManager.create_resource_pool`` (GPU bundles),
   the FSDP worker group and ``LLMServerManager.create`` (vLLM replicas); the rest is verl's own.
 """
@@ -15,6 +17,47 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
+
+
+class FakeTransferQueue:
+    """In-memory stand-in for the TransferQueue client (a distributed store, not GPU-bound, but needs a cluster)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def kv_batch_get(self, keys: list[str], partition_id: str, select_fields: list[str]) -> Any:
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        present = [f for f in select_fields if all(f in self.rows[k] for k in keys)]
+        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in present} for k in keys])
+
+    def kv_batch_put(self, keys: list[str], partition_id: str, fields: Any, tags: Any = None) -> Any:
+        from transfer_queue import KVBatchMeta
+
+        for i, k in enumerate(keys):
+            row = self.rows.setdefault(k, {})
+            for name in fields.keys():  # noqa: SIM118  # a TensorDict iterates over rows, not keys
+                row[name] = fields[name][i]
+        return KVBatchMeta(partition_id=partition_id, keys=list(keys), tags=tags or [{} for _ in keys])
+
+    async def async_kv_batch_put(self, keys: list[str], partition_id: str, fields: Any, tags: Any = None) -> Any:
+        return self.kv_batch_put(keys, partition_id, fields, tags)
+
+
+class MarkerActorGroup:
+    """Stand-in for the FSDP actor worker group's checkpoint calls only (GPU-only): writes/reads a marker file."""
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def save_checkpoint(self, local_path: str, remote_path: Any, global_step: int, max_ckpt_to_keep: Any) -> None:
+        os.makedirs(local_path, exist_ok=True)
+        with open(os.path.join(local_path, "weights.txt"), "w") as f:
+            f.write(str(global_step))
+
+    def load_checkpoint(self, local_path: str, del_local_after_load: bool = False) -> None:
+        with open(os.path.join(local_path, "weights.txt")) as f:
+            self.loaded.append(f.read())
 
 
 class ScriptedLLMServer:

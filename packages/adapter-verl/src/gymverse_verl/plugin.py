@@ -1,12 +1,5 @@
-"""``verl.plugins`` entry point: ``import verl`` imports this module in every process, which registers
-
-* the agent loop ``gymverse_agent`` (`gymverse_verl.agent_loop`),
-* the advantage estimator ``gymverse_perpo`` (`gymverse_verl.advantage`),
-* the trainer mode ``gymverse_sync`` (`gymverse_verl.trainer`).
-
-verl swallows plugin import errors at debug level, so each failure is logged here as a warning naming the part
-that could not be registered (the others still register).
-"""
+"""``verl.plugins`` entry point, imported by ``import verl`` in every process: registers the agent loop, the
+advantage estimator and the trainer; verl swallows plugin errors, so each failure is logged here as a warning."""
 
 from __future__ import annotations
 
