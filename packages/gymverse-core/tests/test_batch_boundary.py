@@ -292,3 +292,14 @@ def test_import_object_names_what_is_missing() -> None:
         import_object("gymverse.rollout:Nope")
     with pytest.raises(ImportError, match="importing 'gymverse_no_such_module' failed"):
         import_object("gymverse_no_such_module:x")
+
+
+def test_padding_copies_share_their_episode_and_count_once() -> None:
+    mask = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 0], [1, 0, 0]])
+    rows = [rec("a", [1.0], [2], eid="e1"), rec("a", [0.0], [1], eid="e2"), rec("a", [0.0], [2], eid="e3")]
+    plain = advantages(EpisodeBatch.of(rows, mask[:3]))
+    padded = advantages(EpisodeBatch.of([*rows, rows[0]], mask[[0, 1, 2, 0]]))
+    np.testing.assert_allclose(np.asarray(padded.tokens)[:3], np.asarray(plain.tokens))  # stats unchanged by the copy
+    np.testing.assert_allclose(np.asarray(padded.tokens)[3], np.asarray(plain.tokens)[0])
+    stats = batch_stats(EpisodeBatch.of([*rows, rows[0]], mask[[0, 1, 2, 0]]))
+    assert stats.count.tolist() == [3.0]

@@ -7,9 +7,11 @@ batch, ``A = (G - mean_e) / (std_e + eps)`` (population std), or over one group 
 
 Which turns count: void rows (`gymverse.failures`: env and generation failures) have no trained token and are
 left out of the statistics; with a response mask, a turn with no token in it (cut off by the framework's length
-limit) is left out of the statistics too. Frameworks that shard a batch over ranks compute `batch_stats` on each
-rank, combine them (`GroupStats.merge`, or an all-reduce of ``to_array(keys)``) and pass ``stats=``: the result
-equals `advantages` on the concatenation of every rank's rows.
+limit) is left out of the statistics too. A row repeating an earlier row's episode id (a framework padding its
+batch with copies) gets that row's advantages but counts once in the statistics, as it does in the curriculum.
+Frameworks that shard a batch over ranks compute `batch_stats` on each rank, combine them (`GroupStats.merge`, or
+an all-reduce of ``to_array(keys)``) and pass ``stats=``: the result equals `advantages` on the concatenation of
+every rank's rows.
 """
 
 from __future__ import annotations
@@ -39,10 +41,23 @@ class BatchAdvantages:
     token_returns: Array | None = None
 
 
+def _copies(batch: EpisodeBatch) -> dict[int, int]:
+    """Row -> the earlier row with the same episode id (a padding copy)."""
+    first: dict[str, int] = {}
+    out: dict[int, int] = {}
+    for b, r in enumerate(batch.records):
+        if r.episode_id and r.episode_id in first:
+            out[b] = first[r.episode_id]
+        elif r.episode_id:
+            first[r.episode_id] = b
+    return out
+
+
 def _inputs(batch: EpisodeBatch, scope: str) -> tuple[list[Hashable], list[list[float]], list[list[int]], np.ndarray]:
     if scope not in SCOPES:
         raise ValueError(f"PERPO scope must be one of {SCOPES}, got {scope!r}")
     trained = batch.trained
+    trained[list(_copies(batch))] = False  # a copy's values come from its episode's first row
     groups: list[Hashable] = [r.env_id if scope == "env" else BATCH_GROUP for r in batch.records]
     rewards = [list(r.turn_rewards) if ok else [] for r, ok in zip(batch.records, trained)]
     ends = [list(r.turn_ends) if ok else [] for r, ok in zip(batch.records, trained)]
@@ -69,13 +84,25 @@ def advantages(
     groups, rewards, ends, trained = _inputs(batch, scope)
     if batch.response_mask is None:
         adv, ret = perpo_turn_advantages(rewards, groups, gamma=gamma, eps=eps, stats=stats)
-        return BatchAdvantages(_full(adv, batch, trained), _full(ret, batch, trained))
+        return _with_copies(BatchAdvantages(_full(adv, batch, trained), _full(ret, batch, trained)), batch)
     out = perpo_token_advantages(
         batch.response_mask, groups, rewards, turn_ends=ends, gamma=gamma, eps=eps, stats=stats
     )
     assert out.turn_advantages is not None and out.turn_returns is not None
     turn_adv = _full(out.turn_advantages, batch, trained)
-    return BatchAdvantages(turn_adv, _full(out.turn_returns, batch, trained), out.advantages, out.returns)
+    result = BatchAdvantages(turn_adv, _full(out.turn_returns, batch, trained), out.advantages, out.returns)
+    return _with_copies(result, batch)
+
+
+def _with_copies(out: BatchAdvantages, batch: EpisodeBatch) -> BatchAdvantages:
+    """Padding copies take their episode's values (on their own model tokens)."""
+    for b, a in _copies(batch).items():
+        out.turn_advantages[b], out.turn_returns[b] = out.turn_advantages[a], out.turn_returns[a]
+        if out.tokens is not None and out.token_returns is not None:
+            on = batch.response_mask[b] != 0
+            out.tokens[b] = out.tokens[a] * on
+            out.token_returns[b] = out.token_returns[a] * on
+    return out
 
 
 def _full(values: list[np.ndarray], batch: EpisodeBatch, trained: np.ndarray) -> list[np.ndarray]:

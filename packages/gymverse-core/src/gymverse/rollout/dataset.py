@@ -66,6 +66,8 @@ class EpisodeSpec:
         if unknown:
             raise ValueError(f"GymVerse row has unknown field(s) {unknown}; fields: {sorted(known - {'index'})}{hint}")
         values = {k: _plain(data[k]) for k in ("env_id", "seed", "complexity", "split", "env_index") if k in data}
+        if "env_id" not in values:
+            raise ValueError(f"a GymVerse row needs an env_id, got fields {sorted(data)}{hint}")
         try:
             return cls(**values)
         except ValueError as err:
