@@ -57,6 +57,19 @@ def engine(reply: bytes) -> Any:
     return async_generate
 
 
+def record_played(monkeypatch: pytest.MonkeyPatch) -> list[Trajectory]:
+    """The trajectories the adapter's `play` returns, in order (RL2 itself keeps only its token record)."""
+    played: list[Trajectory] = []
+    real = episodes.play
+
+    async def recording(*args: Any, **kwargs: Any) -> Trajectory:
+        played.append(await real(*args, **kwargs))
+        return played[-1]
+
+    monkeypatch.setattr(episodes, "play", recording)
+    return played
+
+
 def test_readme_launch_line_runs_rl2_update_with_max_length_per_device(
     dist_group: None, loop: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,14 +127,7 @@ def test_hung_env_ends_its_episode_within_the_default_step_timeout(
     config = rl2_config(["actor.model_name=unused", "actor.max_length_per_device=4096", *overrides])
     install(launch_settings(config, Settings()))
     monkeypatch.setattr(sglang, "async_generate", engine(b"\\boxed{1}"))
-    played: list[Trajectory] = []
-    real = episodes.play
-
-    async def recording(*args: Any, **kwargs: Any) -> Trajectory:
-        played.append(await real(*args, **kwargs))
-        return played[-1]
-
-    monkeypatch.setattr(episodes, "play", recording)
+    played = record_played(monkeypatch)
     rollout = cpu_rollout(config, ByteTokenizer(), monkeypatch)
     data = [{"extra_info": EpisodeSpec("vectest:Hang", seed=i).to_dict()} for i in range(2)]
     start = time.monotonic()
@@ -162,14 +168,7 @@ def test_sglang_abort_and_refusal_void_their_episodes(
     overrides = ["train_data.prompts_per_rollout=4", "rollout.dynamic_filtering=false"]
     config = rl2_config(["actor.model_name=unused", "actor.max_length_per_device=4096", *overrides])
     install(launch_settings(config, Settings(curriculum=CurriculumOptions(evolve=True))))
-    played: list[Trajectory] = []
-    real = episodes.play
-
-    async def recording(*args: Any, **kwargs: Any) -> Trajectory:
-        played.append(await real(*args, **kwargs))
-        return played[-1]
-
-    monkeypatch.setattr(episodes, "play", recording)
+    played = record_played(monkeypatch)
     rollout = cpu_rollout(config, ByteTokenizer(), monkeypatch)
     tensor_dict, _ = rollout(
         [{"extra_info": EpisodeSpec("vectest:Count", seed=i).to_dict()} for i in range(4)], True, 1
