@@ -17,7 +17,7 @@ import torch
 from gymverse.curriculum import CurriculumState
 from gymverse.perpo import env_normalize, returns_from_lists
 from gymverse.rollout import EpisodeBatch
-from gymverse.testing.parity import RENDERER, expected_advantages, expected_curriculum, parity_trajectories
+from gymverse.testing.parity import RENDERER, expected_advantages, expected_curriculum, parity_trajectories, report
 from gymverse_oat.cli import parse_args
 from gymverse_oat.episodes import GymVerseTransition, episode_transitions, record_of
 from gymverse_oat.learner import GymVerseLearner
@@ -193,7 +193,8 @@ def test_parity_batch_through_the_learner() -> None:
     counts, got, recorded = result
     trajs = parity_trajectories()
     want = expected_advantages(trajs)
-    for traj, n, adv in zip(trajs, counts, want, strict=True):
+    computed = [np.zeros(len(w)) for w in want]  # per response token: each turn's transition on its tokens
+    for i, (traj, n, adv) in enumerate(zip(trajs, counts, want, strict=True)):
         assert traj.tokens is not None
         spans = traj.tokens.turn_spans()
         if not np.any(adv) and traj.error is not None:  # void: no transition, nothing trained or recorded
@@ -202,4 +203,6 @@ def test_parity_batch_through_the_learner() -> None:
         assert n == len(spans)
         for k, (start, end) in enumerate(spans):  # each turn's tokens carry the turn's advantage
             np.testing.assert_allclose(adv[start:end], got[(traj.episode_id, k)], atol=1e-6)
+            computed[i][start:end] = got[(traj.episode_id, k)]
+    report("oat", computed, recorded)  # .ci/compare_parity.py compares the four adapters
     assert {e: sorted(v) for e, v in recorded.items()} == {e: sorted(v) for e, v in expected_curriculum(trajs).items()}

@@ -23,7 +23,7 @@ from gymverse.curriculum import CurriculumOptions, CurriculumState, LocalCurricu
 from gymverse.curriculum.state import success_by_env
 from gymverse.rollout.batch import EpisodeRecord
 from gymverse.rollout.dataset import EpisodeSpec
-from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories
+from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories, report
 from gymverse_openrlhf.config import GymVerseConfig
 from gymverse_openrlhf.executor import record, response
 from gymverse_openrlhf.patch import EXPERIENCE_MAKER, install, patch_experience_maker, unwrap
@@ -97,6 +97,7 @@ def test_parity_batch_through_the_executor_and_openrlhfs_experiences(
     rows = by_row(maker.compute_advantages_and_returns(experiences(maker, [to_sample(o) for o in outs])))
     want = expected_advantages(trajs, gamma=gamma)
     voids = 0
+    computed = [np.zeros(len(w)) for w in want]  # per response token, as the framework placed them
     for i, traj in enumerate(trajs):
         mask, adv = rows[i]
         assert traj.tokens is not None
@@ -110,12 +111,15 @@ def test_parity_batch_through_the_executor_and_openrlhfs_experiences(
         assert (response_mask[on + 1 - offset] == 1).all() and len(on) == response_mask.sum()
         np.testing.assert_allclose(adv[mask.bool()].numpy(), want[i][on + 1 - offset], atol=1e-6)
         assert not adv[~mask.bool()].any()
+        computed[i][on + 1 - offset] = adv[mask.bool()].numpy()
     assert voids == 3  # the crashed step, the reset failure, the aborted generation
 
     service = LocalCurriculum(CurriculumState.from_config(CurriculumOptions(evolve=True).to_config()))
     for traj, spec in zip(trajs, specs):
         asyncio.run(record(service, traj, spec))
     assert success_by_env(service.state._pending.values()) == expected_curriculum(trajs)
+    if gamma == 1.0 and micro_batch == 3:
+        report("openrlhf", computed, success_by_env(service.state._pending.values()))
 
 
 def single_turn_samples(lengths: list[int], rewards: list[float], gymverse: bool) -> list[Any]:

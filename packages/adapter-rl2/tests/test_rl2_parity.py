@@ -21,7 +21,7 @@ import torch
 from gymverse.curriculum import CurriculumState
 from gymverse.curriculum.options import CurriculumOptions
 from gymverse.rollout import ByteTokenizer, EpisodeRecord, EpisodeSpec
-from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories
+from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories, report
 from gymverse.trajectory import Trajectory
 from gymverse_rl2.patch import install, perpo_advantages, uninstall
 from gymverse_rl2.settings import Settings
@@ -86,16 +86,19 @@ def test_parity_batch_through_rl2(
     assert cu_seqs.tolist() == list(range(len(parity) + 1))  # one RL2 row per episode, in dataset order
     want = expected_advantages(parity)
     adv = tensor_dict["advantages"]
+    computed = []
     for b, traj in enumerate(parity):
         assert traj.tokens is not None
         start = len(traj.tokens.prompt_ids) - 1  # RL2 shifts tokens by one (states[:-1], actions[1:])
         got = adv[b, start : start + len(want[b])].double().numpy()
+        computed.append(got)
         np.testing.assert_allclose(got, want[b], atol=1e-6, err_msg=traj.episode_id)
         assert float(adv[b].abs().sum()) == pytest.approx(float(np.abs(want[b]).sum()), abs=1e-5)
         if not EpisodeRecord.of(traj).trained:  # void: no trained token in RL2's action mask
             assert int(tensor_dict["action_mask"][b].sum()) == 0, traj.stop_reason
     assert float(adv.abs().sum()) > 0
     assert {e: sorted(v) for e, v in recorded.items()} == {e: sorted(v) for e, v in expected_curriculum(parity).items()}
+    report("rl2", computed, recorded)  # .ci/compare_parity.py compares the four adapters
 
 
 def test_trajectory_split_over_rows_gets_the_same_advantages(

@@ -53,7 +53,7 @@ def test_parity_batch_through_agent_loop_postprocess_and_verls_advantage_step(
     import verl.trainer.ppo.v1.trainer_base as trainer_base
     from gymverse.curriculum import CurriculumOptions, CurriculumState, LocalCurriculum, success_by_env
     from gymverse.failures import VOID_STOPS
-    from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories
+    from gymverse.testing.parity import expected_advantages, expected_curriculum, parity_trajectories, report
     from gymverse_verl import trainer as gv_trainer
     from gymverse_verl.settings import GymVerseSettings
     from gymverse_verl.trainer import GymVersePPOTrainer
@@ -78,9 +78,11 @@ def test_parity_batch_through_agent_loop_postprocess_and_verls_advantage_step(
     t.gymverse = GymVerseSettings()
     t._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), {})
 
+    computed = []
     for key, traj, want in zip(keys, trajs, expected_advantages(trajs, gamma=gamma), strict=True):
         row = store.rows[key]
         got, mask = row["advantages"].numpy(), row["response_mask"].numpy()
+        computed.append(got[: len(want)])
         assert got.shape == mask.shape == (max(1, len(want)),)  # a reset failure keeps one masked filler token
         np.testing.assert_allclose(got[: len(want)], want, rtol=0, atol=1e-6, err_msg=traj.stop_reason)
         assert not got[len(want) :].any()
@@ -88,6 +90,8 @@ def test_parity_batch_through_agent_loop_postprocess_and_verls_advantage_step(
         assert (not mask.any()) == void and (not row["loss_mask"].numpy().any()) == void, traj.stop_reason
         if not void:
             assert got[mask == 1].any() and not got[mask == 0].any()
+    if gamma == 1.0:
+        report("verl", computed, recorded)  # .ci/compare_parity.py compares the four adapters
 
 
 def batch_data() -> dict[str, Any]:

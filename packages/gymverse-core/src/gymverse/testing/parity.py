@@ -12,8 +12,10 @@ Token ids are UTF-8 bytes (`ByteTokenizer`), so any framework's data structures 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,3 +144,24 @@ def expected_curriculum(trajectories: list[Trajectory]) -> dict[str, list[bool]]
         if not o.error:
             out.setdefault(o.env_id, []).append(o.success)
     return out
+
+
+#: Folder where adapters' parity tests write what their framework computed (unset: nothing is written).
+PARITY_OUT = "GYMVERSE_PARITY_OUT"
+
+
+def report(adapter: str, token_advantages: Sequence[Any], curriculum: Mapping[str, Sequence[bool]]) -> None:
+    """Write `adapter`'s per-episode response-token advantages (in `CASES` order) and curriculum records for the
+    parity batch (gamma 1) to ``$GYMVERSE_PARITY_OUT/<adapter>.json``; ``.ci/compare_parity.py`` then compares the
+    four adapters, run in their own environments, with each other and with core."""
+    folder = os.environ.get(PARITY_OUT)
+    if not folder:
+        return
+    data = {
+        "adapter": adapter,
+        "advantages": [[float(x) for x in np.asarray(a, dtype=np.float64).ravel()] for a in token_advantages],
+        "curriculum": {k: sorted(bool(f) for f in v) for k, v in curriculum.items()},
+    }
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{adapter}.json"), "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
