@@ -1,7 +1,8 @@
 """The one failure policy: what a failed env or a failed generation does to training and to the curriculum.
 
 Every episode ends with one ``stop_reason`` (`Trajectory.stop_reason`), and that reason alone decides, in every
-adapter and in the local trainer, whether the episode is trained on and whether it counts for the curriculum:
+adapter and in the local trainer, whether the episode is trained on and whether it counts for the curriculum
+(`is_trained`; the curriculum skips exactly the void ones, `VOID_STOPS`):
 
 ==================== ============================================ ======== ===========
 stop reason          what happened                                trained  curriculum
@@ -52,9 +53,4 @@ def check_stop_reason(reason: str) -> str:
 
 def is_trained(stop_reason: str) -> bool:
     """Whether an episode that ended this way contributes trained tokens."""
-    return check_stop_reason(stop_reason) in TRAINED_STOPS
-
-
-def counts_for_curriculum(stop_reason: str) -> bool:
-    """Whether an episode that ended this way is a curriculum success or failure (void episodes are neither)."""
     return check_stop_reason(stop_reason) in TRAINED_STOPS

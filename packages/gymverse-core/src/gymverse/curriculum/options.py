@@ -113,21 +113,23 @@ class CurriculumOptions:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, prefix: str = "") -> CurriculumOptions:
         """From typed values; an unknown key raises naming it (with `prefix`, e.g. ``"gymverse."``)."""
-        unknown = sorted(set(data) - set(KNOBS))
-        if unknown:
-            raise ValueError(f"unknown curriculum option(s) {[prefix + k for k in unknown]}; known: {list(KNOBS)}")
+        _check_known(data, prefix)
         return cls(**dict(data))
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, prefix: str = "") -> CurriculumOptions:
         """From command-line strings (``"true"``, ``"0.7"``, ``"null"``), converted by each knob's type."""
-        unknown = sorted(set(raw) - set(KNOBS))
-        if unknown:
-            raise ValueError(f"unknown curriculum option(s) {[prefix + k for k in unknown]}; known: {list(KNOBS)}")
+        _check_known(raw, prefix)  # before converting, so a misspelt knob is named as unknown
         return cls.from_dict({k: parse_value(cls, k, v, prefix=prefix) for k, v in raw.items()}, prefix=prefix)
 
 
 KNOBS = tuple(f.name for f in fields(CurriculumOptions))
+
+
+def _check_known(keys: Mapping[str, Any], prefix: str) -> None:
+    unknown = sorted(set(keys) - set(KNOBS))
+    if unknown:
+        raise ValueError(f"unknown curriculum option(s) {[prefix + k for k in unknown]}; known: {list(KNOBS)}")
 
 
 def parse_value(cls: type, name: str, raw: str, *, prefix: str = "") -> Any:

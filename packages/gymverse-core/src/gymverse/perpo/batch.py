@@ -53,23 +53,42 @@ def _copies(batch: EpisodeBatch) -> dict[int, int]:
     return out
 
 
-def _inputs(batch: EpisodeBatch, scope: str) -> tuple[list[Hashable], list[list[float]], list[list[int]], np.ndarray]:
-    if scope not in SCOPES:
-        raise ValueError(f"PERPO scope must be one of {SCOPES}, got {scope!r}")
-    trained = batch.trained
-    trained[list(_copies(batch))] = False  # a copy's values come from its episode's first row
-    groups: list[Hashable] = [r.env_id if scope == "env" else BATCH_GROUP for r in batch.records]
-    rewards = [list(r.turn_rewards) if ok else [] for r, ok in zip(batch.records, trained)]
-    ends = [list(r.turn_ends) if ok else [] for r, ok in zip(batch.records, trained)]
-    return groups, rewards, ends, trained
+@dataclass
+class _Inputs:
+    """What the PERPO math sees of a batch: void rows and padding copies have no turns (they are filled in after)."""
+
+    groups: list[Hashable]
+    rewards: list[list[float]]
+    ends: list[list[int]]
+    computed: np.ndarray  # bool per row: its values come from the math (else 0, or its episode's first row)
+    copies: dict[int, int]
+
+    @classmethod
+    def of(cls, batch: EpisodeBatch, scope: str) -> _Inputs:
+        if scope not in SCOPES:
+            raise ValueError(f"PERPO scope must be one of {SCOPES}, got {scope!r}")
+        copies = _copies(batch)
+        computed = batch.trained
+        computed[list(copies)] = False
+        groups: list[Hashable] = [r.env_id if scope == "env" else BATCH_GROUP for r in batch.records]
+        rewards = [list(r.turn_rewards) if ok else [] for r, ok in zip(batch.records, computed)]
+        ends = [list(r.turn_ends) if ok else [] for r, ok in zip(batch.records, computed)]
+        return cls(groups, rewards, ends, computed, copies)
+
+    def per_turn(self, values: list[np.ndarray], batch: EpisodeBatch) -> list[np.ndarray]:
+        """Per-row turn values: void rows one 0 per turn, copies their episode's."""
+        out = [v if ok else np.zeros(len(r.turn_rewards)) for v, r, ok in zip(values, batch.records, self.computed)]
+        for b, a in self.copies.items():
+            out[b] = out[a]
+        return out
 
 
 def batch_stats(batch: EpisodeBatch, *, gamma: float = 1.0, scope: str = "env") -> GroupStats:
     """This rank's per-group (count, sum, sum of squares) of the returns `advantages` normalizes."""
-    groups, rewards, ends, _ = _inputs(batch, scope)
+    x = _Inputs.of(batch, scope)
     if batch.response_mask is None:
-        return perpo_stats(rewards, groups, gamma=gamma)
-    return perpo_token_stats(batch.response_mask, groups, rewards, turn_ends=ends, gamma=gamma)
+        return perpo_stats(x.rewards, x.groups, gamma=gamma)
+    return perpo_token_stats(batch.response_mask, x.groups, x.rewards, turn_ends=x.ends, gamma=gamma)
 
 
 def advantages(
@@ -81,30 +100,18 @@ def advantages(
     scope: str = "env",
 ) -> BatchAdvantages:
     """PERPO advantages of `batch` (module docstring); `stats`: merged `batch_stats` of every rank."""
-    groups, rewards, ends, trained = _inputs(batch, scope)
+    x = _Inputs.of(batch, scope)
     if batch.response_mask is None:
-        adv, ret = perpo_turn_advantages(rewards, groups, gamma=gamma, eps=eps, stats=stats)
-        return _with_copies(BatchAdvantages(_full(adv, batch, trained), _full(ret, batch, trained)), batch)
+        adv, ret = perpo_turn_advantages(x.rewards, x.groups, gamma=gamma, eps=eps, stats=stats)
+        return BatchAdvantages(x.per_turn(adv, batch), x.per_turn(ret, batch))
     out = perpo_token_advantages(
-        batch.response_mask, groups, rewards, turn_ends=ends, gamma=gamma, eps=eps, stats=stats
+        batch.response_mask, x.groups, x.rewards, turn_ends=x.ends, gamma=gamma, eps=eps, stats=stats
     )
     assert out.turn_advantages is not None and out.turn_returns is not None
-    turn_adv = _full(out.turn_advantages, batch, trained)
-    result = BatchAdvantages(turn_adv, _full(out.turn_returns, batch, trained), out.advantages, out.returns)
-    return _with_copies(result, batch)
-
-
-def _with_copies(out: BatchAdvantages, batch: EpisodeBatch) -> BatchAdvantages:
-    """Padding copies take their episode's values (on their own model tokens)."""
-    for b, a in _copies(batch).items():
-        out.turn_advantages[b], out.turn_returns[b] = out.turn_advantages[a], out.turn_returns[a]
-        if out.tokens is not None and out.token_returns is not None:
-            on = batch.response_mask[b] != 0
-            out.tokens[b] = out.tokens[a] * on
-            out.token_returns[b] = out.token_returns[a] * on
-    return out
-
-
-def _full(values: list[np.ndarray], batch: EpisodeBatch, trained: np.ndarray) -> list[np.ndarray]:
-    """Void rows get one 0 per turn (they were computed with no turns)."""
-    return [v if ok else np.zeros(len(r.turn_rewards)) for v, r, ok in zip(values, batch.records, trained)]
+    for b, a in x.copies.items():  # a padding copy's tokens: its episode's values on its own model tokens
+        on = batch.response_mask[b] != 0
+        out.advantages[b] = out.advantages[a] * on
+        out.returns[b] = out.returns[a] * on
+    return BatchAdvantages(
+        x.per_turn(out.turn_advantages, batch), x.per_turn(out.turn_returns, batch), out.advantages, out.returns
+    )

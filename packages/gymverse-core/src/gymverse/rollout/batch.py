@@ -16,7 +16,7 @@ into the returns of the turns before it). Whether a row is trained at all is its
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -141,7 +141,6 @@ class EpisodeBatch:
 
     records: tuple[EpisodeRecord, ...]
     response_mask: Any = None  # [B, T] numpy or torch, 1 on model tokens; None: per-turn values only
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.response_mask is not None:
