@@ -172,3 +172,17 @@ def _reset_in_child() -> str:
             return obs
 
     return asyncio.run(one_reset())
+
+
+def test_replace_closes_the_shared_pool_and_applies_new_limits() -> None:
+    from gymverse.vector import configure_shared_pool, shared_pool
+
+    old = shared_pool()
+    limits = (old.max_concurrency, old.step_timeout, old.reset_timeout)
+    with pytest.raises(RuntimeError, match="cannot be reconfigured"):
+        configure_shared_pool(old.max_concurrency + 3)
+    configure_shared_pool(old.max_concurrency + 3, replace=True)
+    new = shared_pool()
+    assert old.closed and new is not old and new.max_concurrency == limits[0] + 3
+    configure_shared_pool(limits[0], step_timeout=limits[1], reset_timeout=limits[2], replace=True)
+    assert shared_pool().max_concurrency == limits[0]

@@ -16,7 +16,7 @@ from gymverse.curriculum import CurriculumState
 from gymverse.failures import GenerationError
 from gymverse.rollout import BatchedGenerate, Generation, open_session, renderer_for, run_episode
 from gymverse.trajectory import Trajectory
-from gymverse.vector.pool import configure_shared_pool, pool_size_for, shared_pool
+from gymverse.vector.pool import configure_shared_pool, pool_size_for
 from oat.algorithms.ppo_multiturn import PPOMultiTurnActor
 
 from gymverse_oat.args import GymVerseArgs
@@ -37,11 +37,8 @@ class GymVerseActor(PPOMultiTurnActor):
         """oat's actor init (vLLM engine, plasma client), then the renderer, curriculum replica and sampler."""
         super().init(actor_id, save_path)
         args = self.args
-        try:
-            configure_shared_pool(pool_size_for(args.num_env))
-        except RuntimeError:  # this process already ran a pool with other limits (a test): start a fresh one
-            shared_pool().close()
-            configure_shared_pool(pool_size_for(args.num_env))
+        # replace: this process may already have run a pool with other limits (a test); a run configures once
+        configure_shared_pool(pool_size_for(args.num_env), replace=True)
         self.renderer = renderer_for(self.tokenizer, system_prompt=args.system_prompt)
         stop = sorted(getattr(self.renderer, "stop_ids", ()) or [self.tokenizer.eos_token_id])
         # log-probs are what oat's learner compares its own against (truncated importance sampling)

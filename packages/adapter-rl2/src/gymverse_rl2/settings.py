@@ -13,7 +13,7 @@ from gymverse.curriculum import CurriculumState
 from gymverse.curriculum.options import KNOBS, CurriculumOptions, parse_value
 from gymverse.curriculum.service import CurriculumService, LocalCurriculum
 from gymverse.rollout import EpisodeRecord
-from gymverse.vector.pool import configure_shared_pool, shared_pool
+from gymverse.vector.pool import configure_shared_pool
 
 PREFIX = "gymverse."
 OWN = ("perpo", "max_response_tokens", "system_prompt")
@@ -79,11 +79,7 @@ _current: Runtime | None = None
 def configure(settings: Settings) -> Runtime:
     """Start this process's runtime: the curriculum and the shared env pool (sized, default timeouts)."""
     global _current
-    try:
-        configure_shared_pool(settings.pool_size)
-    except RuntimeError:  # a re-install with other batch settings (tests); a run configures once
-        shared_pool().close()
-        configure_shared_pool(settings.pool_size)
+    configure_shared_pool(settings.pool_size, replace=True)  # a re-install with other batch settings (tests)
     _current = Runtime(settings, LocalCurriculum(CurriculumState.from_config(settings.curriculum.to_config())))
     return _current
 

@@ -252,8 +252,10 @@ def configure_shared_pool(
     step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     reset_timeout: float | None = DEFAULT_RESET_TIMEOUT,
     max_workers: int | None = None,
+    replace: bool = False,
 ) -> None:
-    """Set the limits of the process-wide pool; once the pool exists, only the same limits are accepted.
+    """Set the limits of the process-wide pool; once the pool exists, only the same limits are accepted, unless
+    `replace` closes it (its open sessions can no longer step) so that the next session starts a new one.
 
     Adapters size `max_concurrency` from their framework's batch settings (`pool_size_for`), so every episode of a
     rollout batch runs at once instead of queueing behind a too-small pool.
@@ -268,6 +270,10 @@ def configure_shared_pool(
     }
     with _shared_lock:
         if _shared is not None and not _shared.closed and config != _shared_config:
+            if replace:
+                _shared.close()
+                _shared_config.update(config)
+                return
             raise RuntimeError(
                 f"the shared EnvPool already runs with {_shared_config}; it cannot be reconfigured to {config} "
                 "(configure it once, before the first session)"
