@@ -118,6 +118,11 @@ REMOTE_PREFIX = "remote+"
 REMOTE_ENTRY_POINT = "gymverse.client.remote:RemoteEnv"
 
 
+def is_proxy_id(env_id: str) -> bool:
+    """Whether `env_id` names an env on another server (``remote+http://...``): building it opens a connection."""
+    return "://" in env_id
+
+
 def remote_spec(env_id: str) -> EnvSpec:
     """Spec of a served env id, ``remote+http://host:port[/prefix]/family:Name`` (see `gymverse.client`)."""
     url = env_id[len(REMOTE_PREFIX) :]

@@ -28,7 +28,11 @@ def add_serve_parser(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("serve", help="serve environments over HTTP (needs the 'server' extra)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--envs", default=None, help="comma-separated ids or families to serve (default: all registered)")
+    p.add_argument(
+        "--envs",
+        default=None,
+        help="comma-separated ids or families to serve (default: all registered; remote+ ids only when listed)",
+    )
     p.add_argument(
         "--import",
         dest="imports",
@@ -79,10 +83,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     envs = tuple(e.strip() for e in args.envs.split(",") if e.strip()) if args.envs else None
     known = registry.list_envs()
     for entry in envs or ():
+        if registry.is_proxy_id(entry):
+            try:
+                registry.spec(entry)
+            except registry.RegistryError as err:
+                raise UsageError(f"--envs: {err}") from None
+            continue
         family = registry.canonical_family(entry.removesuffix(":*"))  # old spellings (games, tooluse) still work
         if registry.canonical_id(entry) not in known and not any(k.split(":", 1)[0] == family for k in known):
             raise UsageError(f"--envs: {entry!r} is neither a registered id nor a family (see `gymverse list`)")
-    token = args.token if args.token is not None else os.environ.get("GYMVERSE_TOKEN") or None
+    # Taken out of the environment: a served remote+ env would otherwise send it to the server it proxies.
+    env_token = os.environ.pop("GYMVERSE_TOKEN", None)
+    token = args.token if args.token is not None else env_token or None
     try:
         config = ServerConfig(
             envs=envs,

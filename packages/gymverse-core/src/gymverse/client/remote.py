@@ -27,7 +27,8 @@ class RemoteEnvFailed(RuntimeError):
 
 class RemoteEnv(Env):
     """A remote env session. `url` is the server (``http://host:port``), `env_id` a served id; extra keyword
-    arguments go to the env's constructor on the server. The token defaults to ``$GYMVERSE_TOKEN``."""
+    arguments go to the env's constructor on the server. The token defaults to ``$GYMVERSE_TOKEN``; ``token=""``
+    sends none."""
 
     def __init__(
         self,
@@ -48,7 +49,7 @@ class RemoteEnv(Env):
         self.url = url.rstrip("/")
         self.env_id = env_id
         self.kwargs = dict(kwargs) if max_turns is None else {**kwargs, "max_turns": max_turns}
-        self.token = token if token is not None else os.environ.get(TOKEN_ENV_VAR)
+        self.token = (token if token is not None else os.environ.get(TOKEN_ENV_VAR)) or None  # "": send none
         self.idempotency_key = idempotency_key or uuid.uuid4().hex
         self.session_id = session_id
         self._create_args = (seed, complexity)

@@ -31,6 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
+from gymverse._pycompat import timeout as deadline
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.episode_routes import EpisodeRoutes
 from gymverse.server.protocol import complexity_field, dumps, kwargs_field, opt_int, opt_str, parse_object, req_str
@@ -66,10 +67,36 @@ def _host_name(header: bytes) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+#: The request body, read (and capped) once by `Guard` before any route runs.
+BODY_KEY = "gymverse.body"
+
+
+async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
+    """The whole request body, chunked or not; 413 past `limit` bytes and 408 past `timeout` seconds, before more
+    is buffered or waited for (a client trickling a body holds nothing for long)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with deadline(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ApiError(400, "bad_request", "the client disconnected before sending the whole body")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", f"the request body did not arrive within {timeout:g} s") from None
+
+
 class Guard:
     """ASGI middleware, before any body is read: loopback Host check (DNS rebinding), 503 while draining, bearer
     token, JSON content type for bodies (so a web page cannot post to a local server without a CORS preflight),
-    request-size limit."""
+    request-size limit; then the body is read once, capped in size and time (`read_body`), for every route."""
 
     def __init__(self, app: ASGIApp, manager: SessionManager) -> None:
         self.app = app
@@ -86,7 +113,23 @@ class Guard:
             self.manager.metrics.http_errors[error.status] += 1
             await send_json(send, error.status, dumps(error.body()), error.headers)
             return
-        await self.app(scope, receive, send)
+        try:
+            body = await read_body(receive, self.manager.config.max_body_bytes, self.manager.config.body_timeout)
+        except ApiError as err:
+            self.manager.metrics.http_errors[err.status] += 1
+            await send_json(send, err.status, dumps(err.body()), {"Connection": "close"})
+            return
+        scope[BODY_KEY] = body
+        replayed = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
     def _refuse(self, scope: Scope) -> ApiError | None:
         headers = dict(scope["headers"])

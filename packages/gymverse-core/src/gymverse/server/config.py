@@ -29,9 +29,14 @@ class ServerConfig:
     """What `gymverse serve` serves and the limits it enforces.
 
     `envs` restricts the ids sessions may be opened on: exact ids (``game:Mastermind``) or whole families
-    (``game`` or ``game:*``); None serves every registered env. `workers` sizes the thread pool that runs blocking
-    env calls (None: the pool's default). `agentgym` names the env served on AgentGym's root routes (``/create``,
-    ``/step``, ...); AgentGym routes for any served env also live under ``/agentgym/{env_id}/``.
+    (``game`` or ``game:*``); None serves every registered env. An id that names another server
+    (``remote+http://...``, any id holding ``://``) is served only when `envs` lists it exactly: otherwise any
+    client could make this server connect wherever it likes (server-side request forgery).
+
+    `workers` sizes the thread pool that runs blocking env calls (None: the pool's default). A connection must
+    send its request headers within `header_timeout` seconds and its body within `body_timeout` seconds, else it
+    is cut off (clients trickling bytes hold nothing). `agentgym` names the env served on AgentGym's root routes
+    (``/create``, ``/step``, ...); AgentGym routes for any served env also live under ``/agentgym/{env_id}/``.
     """
 
     envs: tuple[str, ...] | None = None
@@ -41,6 +46,8 @@ class ServerConfig:
     step_timeout: float | None = 30.0
     max_action_bytes: int = 64 * 1024
     max_body_bytes: int = 16 * 1024 * 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
     max_batch: int = 4096
     workers: int | None = None
     token: str | None = None
@@ -51,7 +58,7 @@ class ServerConfig:
         for name in ("max_sessions", "max_action_bytes", "max_body_bytes", "max_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("idle_timeout", "gc_interval", "step_timeout"):
+        for name in ("idle_timeout", "gc_interval", "step_timeout", "header_timeout", "body_timeout"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive seconds, got {value!r}")
@@ -69,10 +76,12 @@ class ServerConfig:
 
     def serves(self, env_id: str) -> bool:
         """Whether sessions may be opened on `env_id`."""
+        from gymverse.registry import canonical_family, canonical_id, is_proxy_id
+
+        if is_proxy_id(env_id):
+            return self.envs is not None and env_id in self.envs
         if self.envs is None:
             return True
-        from gymverse.registry import canonical_family, canonical_id
-
         env_id = canonical_id(env_id)  # old spellings (games:X, tooluse:X) on either side still match
         family = env_id.split(":", 1)[0]
         allowed = {canonical_id(e) if ":" in e and not e.endswith(":*") else canonical_family(e.removesuffix(":*"))

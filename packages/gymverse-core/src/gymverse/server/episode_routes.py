@@ -76,13 +76,13 @@ class EpisodeRoutes:
         if route is None:
             await self.app(scope, receive, send)
             return
-        from gymverse.server.app import send_json
+        from gymverse.server.app import BODY_KEY, send_json
 
         mgr = self.manager
         call, session_id = route
         headers: dict[str, str] = {}
         try:
-            raw = await self._body(receive)
+            raw: bytes = scope[BODY_KEY]  # read and capped by the Guard in front
             if call == "step":
                 payload = await step(mgr, session_id, raw)
             elif call == "reset":
@@ -98,18 +98,3 @@ class EpisodeRoutes:
             error = ApiError(500, "internal_error", f"internal error: {type(err).__name__}: {err}")
             status, body = 500, dumps(error.body())
         await send_json(send, status, body, headers)
-
-    async def _body(self, receive: Any) -> bytes:
-        chunks: list[bytes] = []
-        size, limit = 0, self.manager.config.max_body_bytes
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ApiError(400, "bad_request", "the client disconnected before sending the whole body")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)

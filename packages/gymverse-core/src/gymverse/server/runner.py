@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -17,13 +18,51 @@ if TYPE_CHECKING:  # typing.Self is Python 3.11+; only mypy reads it (annotation
 KEEP_ALIVE_S = 120
 
 
+def header_deadline_protocol(header_timeout: float) -> Any:
+    """uvicorn's httptools protocol with a deadline on request headers: a connection that has not sent a request's
+    whole head within `header_timeout` seconds of connecting (or of its first byte) is closed. uvicorn has no such
+    limit, so clients trickling header bytes would each hold a connection for ever (slowloris)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HeaderDeadlineProtocol(HttpToolsProtocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(header_timeout, self.transport.close)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+    return HeaderDeadlineProtocol
+
+
 class BackgroundServer:
     """Serves `app` with uvicorn in a daemon thread on `host`:`port` (0 picks a free port)."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, http: Any = "auto") -> None:
         self.app = app
         self.host = host
         self.port = port
+        self.http = http
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -48,6 +87,7 @@ class BackgroundServer:
             access_log=False,
             timeout_graceful_shutdown=5,
             timeout_keep_alive=KEEP_ALIVE_S,
+            http=self.http,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -81,8 +121,9 @@ class EnvServer(BackgroundServer):
     def __init__(self, config: ServerConfig | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         from gymverse.server.app import create_app
 
-        app = create_app(config or ServerConfig())
-        super().__init__(app, host=host, port=port)
+        config = config or ServerConfig()
+        app = create_app(config)
+        super().__init__(app, host=host, port=port, http=header_deadline_protocol(config.header_timeout))
         self.manager = app.manager
 
     def drain(self) -> None:
@@ -104,4 +145,12 @@ def serve(config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000, lo
     # CPU per step and most of its p99 latency (benchmarks/env_server.py).
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=KEEP_ALIVE_S)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=header_deadline_protocol(config.header_timeout),
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import json
 import secrets
 import time
 from collections import OrderedDict
@@ -86,6 +87,10 @@ def describe_env(env_id: str) -> dict[str, Any]:
         return {"id": env_id, "error": f"{type(err).__name__}: {err}"}
 
 
+#: Arguments of a proxied (remote+) env that say where and how it connects: the operator's, never a client's.
+PROXY_ARGS = frozenset({"url", "env_id", "token", "timeout", "retries", "idempotency_key", "session_id"})
+
+
 class SessionManager:
     """Opens, steps, collects and closes sessions; enforces the session limit and the action size limit."""
 
@@ -95,7 +100,7 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.metrics = Metrics()
         self.draining = False
-        self._keys: dict[str, str] = {}
+        self._keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._agentgym: dict[int, str] = {}
         self._agentgym_ids = itertools.count()
         self._gone: OrderedDict[str, str] = OrderedDict()
@@ -124,6 +129,10 @@ class SessionManager:
         reserved = sorted(set(kwargs) & set(RESERVED_KWARGS))
         if reserved:
             raise ApiError(400, "bad_kwargs", f"pass {', '.join(reserved)} as top-level fields, not in kwargs")
+        proxy_args = set(spec.defaults) | PROXY_ARGS
+        steering = sorted(set(kwargs) & proxy_args) if registry.is_proxy_id(env_id) else []
+        if steering:  # where a proxied env connects, and with which credentials, is the operator's choice
+            raise ApiError(400, "bad_kwargs", f"{', '.join(steering)} of {env_id!r} are fixed by the server")
         if env_id not in self._signatures:
             try:
                 self._signatures[env_id] = inspect.signature(spec.load())
@@ -149,8 +158,9 @@ class SessionManager:
         agentgym: bool = False,
     ) -> tuple[Session, bool]:
         """Open a session (or return the one already opened under idempotency `key`); True when new."""
+        request = (registry.canonical_id(env_id), json.dumps(kwargs, sort_keys=True), seed, complexity)
         if key is not None and key in self._keys:
-            return self.sessions[self._keys[key]], False
+            return self._replay(key, request), False
         self._check_env(env_id, kwargs)
         limit = self.config.max_sessions
         if len(self.sessions) + self._opening >= limit:
@@ -162,14 +172,16 @@ class SessionManager:
             )
         self._opening += 1
         try:
-            handle = await self.pool.session(env_id, seed=seed, complexity=complexity, **kwargs)
+            # A proxied env never inherits a token from this process's environment (it may be this server's own).
+            extra = {"token": ""} if registry.is_proxy_id(env_id) else {}
+            handle = await self.pool.session(env_id, seed=seed, complexity=complexity, **kwargs, **extra)
         except registry.RegistryError as err:
             raise ApiError(404, "unknown_env", str(err)) from None
         finally:
             self._opening -= 1
         if key is not None and key in self._keys:  # a concurrent retry of the same create won the race
             await handle.close()
-            return self.sessions[self._keys[key]], False
+            return self._replay(key, request), False
         session = Session(secrets.token_urlsafe(18), env_id, dict(kwargs), handle, key=key)
         session.pending_complexity = complexity
         if agentgym:
@@ -177,9 +189,21 @@ class SessionManager:
             self._agentgym[session.agentgym_id] = session.id
         self.sessions[session.id] = session
         if key is not None:
-            self._keys[key] = session.id
+            self._keys[key] = (session.id, request)
         self.metrics.sessions_created += 1
         return session, True
+
+    def _replay(self, key: str, request: tuple[Any, ...]) -> Session:
+        """The session opened under idempotency `key`, if `request` is the one that opened it (else 422)."""
+        session_id, first = self._keys[key]
+        if request != first:
+            raise ApiError(
+                422,
+                "idempotency_key_reused",
+                f"idempotency_key {key!r} already opened a session with a different env_id, kwargs, seed or "
+                "complexity; use a new key for a different request",
+            )
+        return self.sessions[session_id]
 
     def get(self, session_id: str) -> Session:
         """The open session `session_id`, else 404 (saying why, when it was closed or collected)."""
