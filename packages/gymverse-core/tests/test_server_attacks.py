@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -153,13 +154,13 @@ def test_a_trickled_body_times_out(start_server: Any) -> None:
     assert took < 5
 
 
-def test_connections_trickling_headers_are_closed_and_others_are_served(start_server: Any) -> None:
-    srv = start_server(header_timeout=1.0)
-    slow = [_raw(srv.port) for _ in range(150)]
+def _trickle_and_expect_cut_off(port: int, url: str) -> None:
+    """150 connections trickling header bytes are all closed within a few seconds; an honest client is served."""
+    slow = [_raw(port) for _ in range(150)]
     for s in slow:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     t0 = time.monotonic()
-    assert httpx.get(f"{srv.url}/health", timeout=5).status_code == 200  # an honest client is not starved
+    assert httpx.get(url, timeout=5).status_code == 200  # an honest client is not starved
     for _ in range(3):  # keep trickling: every byte arrives well within any per-read timeout
         time.sleep(0.4)
         for s in slow:
@@ -172,3 +173,16 @@ def test_connections_trickling_headers_are_closed_and_others_are_served(start_se
         s.close()
     assert closed == len(slow)
     assert time.monotonic() - t0 < 8
+
+
+def test_serve_closes_connections_trickling_headers(start_server: Any) -> None:
+    srv = start_server(header_timeout=1.0)
+    _trickle_and_expect_cut_off(srv.port, f"{srv.url}/health")
+
+
+def test_view_closes_connections_trickling_headers(trajectory_run: Path) -> None:
+    from gymverse.viewer import TrajectoryIndex, ViewerServer
+
+    with ViewerServer(TrajectoryIndex([trajectory_run]), header_timeout=1.0).start() as viewer:
+        port = int(viewer.url.rsplit(":", 1)[1].strip("/"))
+        _trickle_and_expect_cut_off(port, viewer.url + "api/meta")

@@ -186,3 +186,29 @@ def test_nan_rewards_and_files_changed_after_indexing(tmp_path: Path) -> None:
         idx.record(1)
     with pytest.raises(IndexError, match="no episode 7"):
         idx.record(7)
+
+
+def test_hostile_lines_are_skipped_and_reported_not_fatal(tmp_path: Path) -> None:
+    good = {"env_id": "a:B", "seed": 1, "complexity": 2, "turns": [{"observation": "o", "action": "a", "reward": 1}]}
+    hostile = {
+        "infinite complexity": '{"env_id": "a:B", "complexity": Infinity, "turns": []}',
+        "huge seed": json.dumps({**good, "seed": 2**63}),
+        "huge step": json.dumps({**good, "metrics": {"step": -(2**70)}}),
+        "huge complexity": json.dumps({**good, "complexity": 10**30}),
+        "deep nesting": '{"env_id": "a:B", "turns": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "nan complexity": '{"env_id": "a:B", "complexity": NaN, "turns": []}',
+    }
+    path = tmp_path / "t.jsonl"
+    lines = [
+        json.dumps(good),
+        *hostile.values(),
+        json.dumps({**good, "turns": [{"observation": "o", "action": "a", "reward": math.inf}]}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    idx = TrajectoryIndex([path])
+    assert len(idx) == 2  # the two good lines, whatever came between them
+    assert idx.n_problems == len(hostile)
+    assert [p.split(":")[1] for p in idx.problems] == [str(n) for n in range(2, 2 + len(hostile))]
+    assert any("64-bit" in p for p in idx.problems) and any("too deeply" in p for p in idx.problems)
+    assert json.loads(to_json(idx.query(Query(), 0, 10)))["total"] == 2
+    assert idx.record(1)["seed"] == 1

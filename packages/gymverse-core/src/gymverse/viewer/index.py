@@ -35,6 +35,24 @@ class TrajectoryFileError(ValueError):
     """A path that holds no readable trajectory records."""
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def load_record(line: bytes) -> Any:
+    """One JSONL line as Python, or ValueError (also for nesting too deep to parse). NaN and Infinity are read: the
+    trajectory writer emits them for an env's non-finite rewards, and the viewer shows them."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
+def _int64(value: Any, name: str) -> int:
+    if not _INT64.min < value <= _INT64.max:  # the minimum is the "missing" marker of the seed and step columns
+        raise ValueError(f"{name} {value} is out of the 64-bit range")
+    return int(value)
+
+
 def _record_summary(rec: Any) -> tuple[str, Any, int, int, float, bool, str | None, Any, int, bool, list[str]]:
     """The indexed fields of one trajectory record, or ValueError naming what is wrong with it."""
     if not isinstance(rec, dict):
@@ -57,18 +75,20 @@ def _record_summary(rec: Any) -> tuple[str, Any, int, int, float, bool, str | No
         texts.append(str(t.get("action", "")))
     texts.append(str(rec.get("final_observation", "")))
     seed = rec.get("seed")
+    seed = _int64(seed, "seed") if isinstance(seed, int) and not isinstance(seed, bool) else None
     metrics = rec.get("metrics")
     step = metrics.get("step") if isinstance(metrics, dict) else None
+    step = _int64(step, "metrics.step") if isinstance(step, int) and not isinstance(step, bool) else None
     error = rec.get("error")
     return (
         env_id,
-        seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-        int(rec.get("complexity") or 0),
+        seed,
+        _int64(int(rec.get("complexity") or 0), "complexity"),
         len(turns),
         total,
         rec.get("success") is True,
         None if error in (None, "") else str(error),
-        step if isinstance(step, int) and not isinstance(step, bool) else None,
+        step,
         format_errors,
         bool(rec.get("truncated", False)),
         texts,
@@ -81,7 +101,7 @@ def looks_like_trajectories(path: Path) -> bool:
         with open(path, "rb") as fh:
             for line in fh:
                 if line.strip():
-                    rec = json.loads(line)
+                    rec = load_record(line)
                     return isinstance(rec, dict) and "env_id" in rec and "turns" in rec
     except (OSError, ValueError):
         return False
@@ -154,9 +174,9 @@ class TrajectoryIndex:
                         continue
                     try:
                         env_id, seed, cx, nturns, total, ok, err, step, nfmt, trunc, texts = _record_summary(
-                            json.loads(line)
+                            load_record(line)
                         )
-                    except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                    except (ValueError, TypeError, OverflowError) as exc:  # JSON/Unicode errors are ValueErrors
                         self._problem(f"{path}:{lineno}: skipped: {exc}")
                         continue
                     i = len(cols.env)
@@ -348,9 +368,9 @@ class TrajectoryIndex:
             fh.seek(int(self.offset[i]))
             line = fh.readline()
         try:
-            rec = json.loads(line)
+            rec = load_record(line)
             _record_summary(rec)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"{path}:{int(self.line[i])} changed since it was indexed: {exc}") from None
         return rec
 

@@ -2,15 +2,19 @@
 
 Routes: ``/`` the page, ``/api/meta``, ``/api/episodes?env=&cmin=&cmax=&success=&error=&format_error=&q=&sort=
 &desc=&offset=&limit=&summary=`` (one page of rows plus the summary panels), ``/api/episode/<id>``. Bad
-parameters answer 400 with ``{"error": ...}``; a client that hangs up mid-answer is ignored. Bound to a loopback
+parameters answer 400 with ``{"error": ...}``; a client that hangs up mid-answer is ignored, one that does not send
+its request head within `HEADER_TIMEOUT` is cut off. Bound to a loopback
 address, the server answers only requests addressed to a loopback name, so a web page that rebinds its own domain
 to 127.0.0.1 cannot read the trajectories.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,17 +25,73 @@ from gymverse.viewer.index import TrajectoryIndex
 from gymverse.viewer.page import render_page, to_json
 from gymverse.viewer.query import parse_query
 
+#: Seconds a connection has to send a request's line and headers (also how long an idle keep-alive connection
+#: stays open): a client trickling header bytes gives its thread back after this long.
+HEADER_TIMEOUT = 30.0
+#: Connections served at once (a thread each); more are closed on arrival. A browser opens about six.
+MAX_CONNECTIONS = 256
+
+
+class _Deadlines:
+    """Shuts down connections whose request head is late; one thread watches them all."""
+
+    def __init__(self) -> None:
+        self._due: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gymverse-view-deadlines", daemon=True)
+        self._thread.start()
+
+    def arm(self, conn: socket.socket, seconds: float) -> None:
+        """Shut `conn` down unless `disarm` is called within `seconds`."""
+        with self._lock:
+            self._due[conn] = time.monotonic() + seconds
+
+    def disarm(self, conn: socket.socket) -> None:
+        """The head of `conn`'s request has arrived in time."""
+        with self._lock:
+            self._due.pop(conn, None)
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, due in self._due.items() if due <= now]
+                for conn in late:
+                    del self._due[conn]
+            for conn in late:  # the handler's blocked read returns empty and its thread ends
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "gymverse-view"
     protocol_version = "HTTP/1.1"  # keep-alive: the page's requests reuse one connection
     # headers and body go out in two writes; with Nagle on, the body waits for the client's delayed ACK (~40 ms)
     disable_nagle_algorithm = True
-    timeout = 120  # an idle keep-alive connection gives its thread back
+    timeout = HEADER_TIMEOUT  # per read; `_Deadlines` bounds the whole head
+    server: _Server
     index: TrajectoryIndex
     page: bytes
     lock: threading.Lock
     allowed_hosts: frozenset[str] | None
+
+    def handle_one_request(self) -> None:
+        deadlines = self.server.deadlines
+        deadlines.arm(self.connection, self.server.header_timeout)
+        try:
+            super().handle_one_request()
+        finally:
+            deadlines.disarm(self.connection)
+
+    def parse_request(self) -> bool:
+        self.server.deadlines.disarm(self.connection)  # the line and headers are in
+        return super().parse_request()
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
@@ -104,11 +164,40 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # closing must not wait for browsers that keep connections open
 
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], header_timeout: float) -> None:
+        self.header_timeout = header_timeout
+        self.deadlines = _Deadlines()  # before binding: a failed bind calls server_close
+        self._active = 0
+        self._count = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._count:
+            full = self._active >= MAX_CONNECTIONS
+            self._active += not full
+        if full:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count:
+                self._active -= 1
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.deadlines.close()
+
 
 class ViewerServer:
     """An HTTP server for `index` on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, index: TrajectoryIndex, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, index: TrajectoryIndex, host: str = "127.0.0.1", port: int = 0, header_timeout: float = HEADER_TIMEOUT
+    ) -> None:
         loopback = host in LOOPBACK_NAMES or host.startswith("127.")
         attrs = {
             "index": index,
@@ -117,7 +206,7 @@ class ViewerServer:
             "allowed_hosts": LOOPBACK_NAMES | {host} if loopback else None,
         }
         handler = type("ViewerHandler", (_Handler,), attrs)
-        self.httpd = _Server((host, port), handler)
+        self.httpd = _Server((host, port), handler, header_timeout)
         self._thread: threading.Thread | None = None
 
     @property
