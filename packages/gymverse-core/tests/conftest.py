@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import gymverse.vector.testing  # noqa: F401 - the vectest: fixture envs (only tests register them)
 import pytest
 
 # The shared env-contract checks live in the library (all four env-family suites import them); rewrite their
@@ -33,7 +34,6 @@ def ray_session() -> Iterator[Any]:
 def start_server() -> Iterator[Any]:
     """Start env servers (``start_server(port=0, **ServerConfig fields)``) on loopback; all stop after the test."""
     pytest.importorskip("fastapi")
-    import gymverse.vector.testing  # noqa: F401 - the vectest: envs (raising, hanging, ...) are served too
     from gymverse.server import EnvServer, ServerConfig
 
     started: list[EnvServer] = []

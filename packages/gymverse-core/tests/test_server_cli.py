@@ -66,7 +66,7 @@ def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
     # uvicorn shuts down gracefully, then re-raises the signal so the exit status says how the process ended
     assert proc.returncode in (0, -signal.SIGTERM), err
     assert "closed 1 open session(s)" in err
-    assert f"envs on http://127.0.0.1:{port} (bearer token required)" in err
+    assert f"envs on http://127.0.0.1:{port} (bearer token required;" in err
     with pytest.raises(ConnectionError):  # the server is gone; the client says so after its retries
         env.close()
 
@@ -88,3 +88,36 @@ def test_serve_usage_errors_exit_2_with_one_line(
 
     assert main(["serve", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_default_serve_has_an_index_no_test_fixtures_and_a_taken_port_fails_first() -> None:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "gymverse.cli", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.1)
+        index = httpx.get(f"{url}/").json()
+        assert "game:Mastermind" in index["envs"] and not [e for e in index["envs"] if e.startswith("vectest")]
+        assert {"method": "POST", "path": "/v1/sessions"}.items() <= index["routes"][1].items()
+        page = httpx.get(f"{url}/", headers={"Accept": "text/html"})
+        assert page.headers["content-type"].startswith("text/html") and 'href="/game:Mastermind"' in page.text
+        env = httpx.get(f"{url}/game:Mastermind").json()
+        assert env["env"]["id"] == "game:Mastermind" and f"remote+{url}/game:Mastermind" in env["use"]["python"]
+        assert httpx.get(f"{url}/vectest:Hang").status_code == 404
+        assert httpx.get(f"{url}/docs").status_code == 404  # its page would load a CDN
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert "already in use" in second.stderr
+        assert "startup complete" not in second.stderr and "envs on" not in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

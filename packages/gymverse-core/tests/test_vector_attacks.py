@@ -7,14 +7,13 @@ import functools
 import time
 from typing import Any
 
-import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
 import pytest
 from gymverse.core import SUCCESS_REWARD
 from gymverse.vector import EnvPool, make_vec
+from gymverse.vector import testing as vt
 from gymverse.vector.hosted import HostedVecEnv
 
-count = functools.partial(gymverse.make, "vectest:Count")
+count = functools.partial(vt.Count)
 BACKENDS = [("sync", {}), ("async", {}), ("process", {"num_workers": 1}), ("ray", {"num_workers": 1})]
 HOSTED = [b for b in BACKENDS if b[0] in ("process", "ray")]
 
@@ -28,7 +27,7 @@ def _ray_runtime(request: pytest.FixtureRequest) -> None:
 
 
 def _bad_reset(how: str) -> Any:
-    return functools.partial(gymverse.make, "vectest:BadReset", how=how, hang_seconds=5.0)
+    return functools.partial(vt.BadReset, how=how, hang_seconds=5.0)
 
 
 @pytest.mark.parametrize("how", ["crash", "hang", "raise"])
@@ -85,7 +84,7 @@ def test_env_that_cannot_reset_is_quarantined_not_retried_forever(backend: str, 
 def test_malformed_step_results_are_contained_per_env(backend: str, opts: dict[str, Any], how: str) -> None:
     if how == "parent-unpickle" and backend not in ("process", "ray"):
         pytest.skip("only the process and ray backends move results between processes")
-    bad = functools.partial(gymverse.make, "vectest:BadStep", how=how)
+    bad = functools.partial(vt.BadStep, how=how)
     with make_vec([bad, count], backend=backend, seed=5, backend_options=opts) as venv:
         venv.reset(seed=[5, 6])
         with make_vec([count], seed=6) as ref:

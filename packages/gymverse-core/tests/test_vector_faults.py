@@ -5,16 +5,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.vector import make_vec
+from gymverse.vector import testing as vt
 
-faulty = functools.partial(gymverse.make, "vectest:Faulty")
-hang = functools.partial(gymverse.make, "vectest:Hang")
-crash = functools.partial(gymverse.make, "vectest:Crash")
-count = functools.partial(gymverse.make, "vectest:Count")
+faulty = functools.partial(vt.Faulty)
+hang = functools.partial(vt.Hang)
+crash = functools.partial(vt.Crash)
+count = functools.partial(vt.Count)
 
 
 def _run(venv: Any, steps: int, seeds: list[int], action_seed: int = 0) -> list[list[tuple[Any, ...]]]:
@@ -76,7 +75,7 @@ def test_env_raising_in_step_or_reset_ends_only_its_episode(backend: str, opts: 
     [
         ("sync", hang, {}),
         ("async", functools.partial(hang, hang_seconds=1.0), {"max_workers": 4}),
-        ("async", functools.partial(gymverse.make, "vectest:AsyncHang"), {}),
+        ("async", functools.partial(vt.AsyncHang), {}),
         ("process", hang, {"num_workers": 2}),
     ],
     ids=["sync", "async-blocking", "async-native", "process"],
@@ -162,7 +161,7 @@ def test_worker_killed_between_calls_is_replaced_without_blame() -> None:
 
 
 def test_unpicklable_result_fails_only_its_env_on_the_process_backend() -> None:
-    ids = [count, functools.partial(gymverse.make, "vectest:Unpicklable", bad_at=2), count]
+    ids = [count, functools.partial(vt.Unpicklable, bad_at=2), count]
     with make_vec(ids, backend="process", seed=6, backend_options={"num_workers": 1}) as venv:
         got = _run(venv, 3, [60, 61, 62])
     with make_vec([count, count], seed=6) as ref:

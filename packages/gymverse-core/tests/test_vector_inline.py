@@ -11,11 +11,12 @@ import gymverse.vector.testing  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.vector import AsyncVecEnv, declares_nonblocking, make_vec
+from gymverse.vector import testing as vt
 from gymverse.vector.testing import Tag
 
-count = functools.partial(gymverse.make, "vectest:Count")
-faulty = functools.partial(gymverse.make, "vectest:Faulty", fail_rate=0.3, reset_fail_rate=0.3)
-sleepy = functools.partial(gymverse.make, "vectest:SleepIO", delay=0.0)
+count = functools.partial(vt.Count)
+faulty = functools.partial(vt.Faulty, fail_rate=0.3, reset_fail_rate=0.3)
+sleepy = functools.partial(vt.SleepIO, delay=0.0)
 
 
 def _transcript(venv: Any, steps: int) -> list[tuple[Any, ...]]:

@@ -6,13 +6,12 @@ import functools
 import time
 from typing import Any
 
-import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.vector import make_vec
+from gymverse.vector import testing as vt
 
-count = functools.partial(gymverse.make, "vectest:Count")
+count = functools.partial(vt.Count)
 
 
 def _run(venv: Any, steps: int, seeds: list[int]) -> list[list[tuple[Any, ...]]]:
@@ -31,10 +30,10 @@ def _run(venv: Any, steps: int, seeds: list[int]) -> list[list[tuple[Any, ...]]]
 def test_ray_backend_contains_raise_crash_and_hang() -> None:
     ids = [
         count,
-        functools.partial(gymverse.make, "vectest:Crash", crash_at=2),
+        functools.partial(vt.Crash, crash_at=2),
         count,
-        functools.partial(gymverse.make, "vectest:Faulty", fail_rate=1.0),
-        functools.partial(gymverse.make, "vectest:Hang", hang_at=2),
+        functools.partial(vt.Faulty, fail_rate=1.0),
+        functools.partial(vt.Hang, hang_at=2),
         count,
     ]
     seeds = [40, 41, 42, 43, 44, 45]
@@ -64,7 +63,7 @@ def test_ray_backend_contains_raise_crash_and_hang() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_ray_winning_step_survives_a_crashing_autoreset() -> None:
     # issue 19: the same_step reset is its own supervised call, so an actor dying in it keeps the final reward
-    bad = functools.partial(gymverse.make, "vectest:BadReset", how="crash")
+    bad = functools.partial(vt.BadReset, how="crash")
     with make_vec([bad, count], backend="ray", seed=3, backend_options={"num_workers": 2}) as venv:
         venv.reset(seed=[3, 4])
         result = venv.step([r"\boxed{1}", r"\boxed{1}"])

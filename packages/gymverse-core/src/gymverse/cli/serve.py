@@ -121,8 +121,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "anyone who can connect can open sessions",
             file=sys.stderr,
         )
+    from gymverse.server.runner import PortInUse, bind
+
+    try:
+        sock = bind(args.host, args.port)
+    except PortInUse as err:
+        print(f"gymverse serve: {err.strerror}; pick another --port (0 picks a free one)", file=sys.stderr)
+        return 1
     served = sum(config.serves(e) for e in known)
     auth = "bearer token required" if token else "no token"
-    print(f"gymverse serve: {served} envs on http://{args.host}:{args.port} ({auth})", file=sys.stderr, flush=True)
-    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    where = f"http://{args.host}:{sock.getsockname()[1]}"
+    print(
+        f"gymverse serve: {served} envs on {where} ({auth}; sessions idle {args.idle_timeout:g} s are closed); "
+        f"{where}/ lists them",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve(config, log_level=args.log_level, sock=sock)
     return 0

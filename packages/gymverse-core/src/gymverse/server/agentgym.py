@@ -173,4 +173,5 @@ def add_agentgym_routes(app: Any, mgr: SessionManager) -> None:
         return await hello(root_env())
 
     app.add_api_route("/list_envs", root_list, methods=["GET"], include_in_schema=False)
-    app.add_api_route("/", root_hello, methods=["GET"], include_in_schema=False)
+    if mgr.config.agentgym is not None:  # AgentGym clients greet the root; otherwise GET / is the server's index
+        app.add_api_route("/", root_hello, methods=["GET"], include_in_schema=False)

@@ -2,6 +2,7 @@
 
 Routes (all JSON; errors are ``{"error": kind, "message": ..., "status": ...}`` with a real HTTP status):
 
+* ``GET /`` (served envs and routes; HTML for a browser), ``GET /{env_id}`` (one env and how to use it)
 * ``GET /health`` (never needs the token), ``GET /metrics``, ``GET /v1/envs``
 * ``POST /v1/sessions`` ``{env_id, kwargs?, seed?, complexity?, idempotency_key?}`` -> ``{session_id, ...}``
 * ``POST /v1/sessions/{id}/reset`` ``{seed?, complexity?, seq?}``; ``POST /v1/sessions/{id}/step`` ``{action, seq?}``
@@ -34,6 +35,7 @@ from fastapi.responses import Response
 from gymverse._pycompat import timeout as deadline
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.episode_routes import EpisodeRoutes
+from gymverse.server.index import add_index_routes
 from gymverse.server.protocol import complexity_field, dumps, kwargs_field, opt_int, opt_str, parse_object, req_str
 from gymverse.server.sessions import SessionManager
 
@@ -185,7 +187,8 @@ def create_app(config: ServerConfig | None = None, manager: SessionManager | Non
             await mgr.shutdown()
             logging.getLogger("uvicorn.error").info("gymverse serve: closed %d open session(s)", open_sessions)
 
-    app = FastAPI(title="GymVerse environment server", lifespan=lifespan)
+    # No /docs or /redoc: their pages load assets from a CDN, dead offline; /openapi.json and GET / stay.
+    app = FastAPI(title="GymVerse environment server", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.manager = mgr
 
     def ok(payload: Any, status: int = 200) -> Response:
@@ -260,4 +263,5 @@ def create_app(config: ServerConfig | None = None, manager: SessionManager | Non
     from gymverse.server.agentgym import add_agentgym_routes
 
     add_agentgym_routes(app, mgr)
+    add_index_routes(app, mgr)
     return Guard(EpisodeRoutes(app, mgr), mgr)

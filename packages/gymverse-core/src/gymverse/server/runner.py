@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import threading
 import time
@@ -16,6 +17,28 @@ if TYPE_CHECKING:  # typing.Self is Python 3.11+; only mypy reads it (annotation
 #: Idle keep-alive connections stay open this long (uvicorn's default, 5 s, is shorter than an LLM turn, so each
 #: step after a long generation would open a new connection).
 KEEP_ALIVE_S = 120
+
+
+class PortInUse(OSError):
+    """The address to serve on is taken (another server runs there)."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on `host`:`port`, bound before anything is started or printed, so a taken port
+    is reported first and alone (`PortInUse`)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio only sets TCP_NODELAY on sockets whose proto is IPPROTO_TCP, and without it
+    # Nagle's algorithm and delayed ACKs add ~40 ms to every small request on a kept-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise PortInUse(err.errno, f"{host}:{port} is already in use (another server runs there?)") from None
+        raise
+    return sock
 
 
 def header_deadline_protocol(header_timeout: float) -> Any:
@@ -75,11 +98,7 @@ class BackgroundServer:
         """Start serving; returns once the port accepts connections."""
         import uvicorn
 
-        # proto must say TCP: asyncio only sets TCP_NODELAY on sockets whose proto is IPPROTO_TCP, and without it
-        # Nagle's algorithm and delayed ACKs add ~40 ms to every small request on a kept-alive connection.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        sock = bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app,
@@ -131,26 +150,34 @@ class EnvServer(BackgroundServer):
         self.manager.draining = True
 
 
-def serve(config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve in the foreground until SIGINT/SIGTERM (then every session is closed)."""
+def serve(
+    config: ServerConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve in the foreground until SIGINT/SIGTERM (then every session is closed); on `sock` when given (see
+    `bind`), else on `host`:`port`."""
     import gc
 
     import uvicorn
 
     from gymverse.server.app import create_app
 
+    sock = sock or bind(host, port)
     app = create_app(config)
     # Everything alive now (FastAPI, pydantic, numpy, the envs' modules) lives as long as the process: move it out
     # of the collector's sight. Otherwise every full collection walks it all, which measured as half the server's
     # CPU per step and most of its p99 latency (benchmarks/env_server.py).
     gc.collect()
     gc.freeze()
-    uvicorn.run(
+    settings = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S,
         http=header_deadline_protocol(config.header_timeout),
     )
+    uvicorn.Server(settings).run(sockets=[sock])

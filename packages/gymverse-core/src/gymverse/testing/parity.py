@@ -26,6 +26,7 @@ from gymverse.rollout.episode import Generation, run_episode
 from gymverse.rollout.render import PlainRenderer
 from gymverse.rollout.session import InProcessSession
 from gymverse.trajectory import Trajectory
+from gymverse.vector import testing as _fixtures  # noqa: F401 - registers the vectest: envs the batch plays
 
 RENDERER = PlainRenderer()
 Policy = Callable[[str, int], str | None]  # (prompt text, turn) -> reply text, None: the server aborts

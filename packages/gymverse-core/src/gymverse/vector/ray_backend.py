@@ -25,8 +25,7 @@ from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
 from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv, Undecodable
 from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
-from gymverse.vector.testing import WORKER_ENV_FLAG
-from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
+from gymverse.vector.worker import WORKER_ENV_FLAG, ResetItem, RestoreItem, WorkerCore
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
     from typing_extensions import Unpack

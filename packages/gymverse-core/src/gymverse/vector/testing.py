@@ -18,9 +18,7 @@ from typing import Any
 from gymverse.actions import ActionFormatError, parse_boxed
 from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult, Wrapper
 from gymverse.registry import RegistryError, register
-
-#: Set by process workers and Ray actors; `Crash` only kills a process that carries it (never a test runner).
-WORKER_ENV_FLAG = "GYMVERSE_VECTOR_WORKER"
+from gymverse.vector.worker import WORKER_ENV_FLAG
 
 
 class Count(Env):
