@@ -153,3 +153,40 @@ def test_exported_page_lists_what_the_server_lists(browser: Any, index: Trajecto
     page.wait_for_selector("#detail:not([hidden]) .episode-error")
     assert "simulated env crash" in page.text_content("#detail .episode-error")
     assert page.errors == []
+
+
+def _policy_run(tmp_path: Path) -> Path:
+    """What `gymverse evaluate` records: each (env, level, seed) played by several policies."""
+    from gymverse.trajectory import Trajectory, Turn, write_jsonl
+
+    trajs = []
+    for policy, wins in (("oracle", True), ("random", False), ("noisy:0.3", True)):
+        for seed in range(4):
+            turn = Turn(f"guess {seed}", rf"\boxed{{{seed}}}", 1.0 if wins else 0.0, {})
+            trajs.append(Trajectory("game:Mastermind", seed, 3, [turn], success=wins, metrics={"policy": policy}))
+    path = tmp_path / "evaluate.jsonl"
+    write_jsonl(trajs, path)
+    return path
+
+
+def test_policy_column_filter_headline_and_detail(browser: Any, tmp_path: Path) -> None:
+    index = TrajectoryIndex([_policy_run(tmp_path)])
+    assert index.meta()["policies"] == ["noisy:0.3", "oracle", "random"]
+    assert index.query(Query(policies=("random",)), 0, 100)["summary"]["success_rate"] == 0.0
+    with ViewerServer(index).start() as server:
+        page = _open(browser, server.url)
+        policies = page.eval_on_selector_all("tr.ep-row td.policy", "cells => cells.map(c => c.textContent)")
+        assert policies == ["oracle"] * 4 + ["random"] * 4 + ["noisy:0.3"] * 4
+        headline = page.eval_on_selector_all(".policy-success", "ps => ps.map(p => p.textContent)")
+        assert headline == ["success noisy:0.3 100.0% (4)", "success oracle 100.0% (4)", "success random 0.0% (4)"]
+        _after(page, lambda: page.select_option("#f-policy", "random"))
+        assert _shown_ids(page) == [4, 5, 6, 7]
+        assert "policy=random" in page.url
+        page.click("tr.ep-row[data-id='5']")
+        page.wait_for_selector("#detail:not([hidden]) #detail-policy")
+        assert page.text_content("#detail-policy") == "policy random"
+        assert page.errors == []
+    out = export_html(index, tmp_path / "view.html")
+    page = _open(browser, out.as_uri() + "#" + urlencode({"policy": "oracle", "sort": "policy"}))
+    assert _shown_ids(page) == [r["id"] for r in index.query(Query(policies=("oracle",)), 0, 100)["rows"]]
+    assert page.errors == []

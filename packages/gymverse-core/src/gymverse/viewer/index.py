@@ -10,7 +10,6 @@ Bad lines never stop a load: each is skipped and reported in `problems` with its
 
 from __future__ import annotations
 
-import json
 import time
 from bisect import bisect_right
 from collections import OrderedDict
@@ -22,77 +21,19 @@ from typing import Any
 import numpy as np
 
 from gymverse.viewer.query import Query, summarize
+from gymverse.viewer.records import load_record, summarize_record
 
 #: ``progress(files_done, files_total, episodes_so_far, current_path)`` while loading.
 ProgressFn = Callable[[int, int, int, str], None]
 NO_SEED = np.iinfo(np.int64).min
 NO_STEP = np.iinfo(np.int64).min
+NO_POLICY = -1
 _SEP = b"\x00"  # between texts in the search corpus: a query never spans two observations/actions
 MAX_PROBLEMS = 200
 
 
 class TrajectoryFileError(ValueError):
     """A path that holds no readable trajectory records."""
-
-
-_INT64 = np.iinfo(np.int64)
-
-
-def load_record(line: bytes) -> Any:
-    """One JSONL line as Python, or ValueError (also for nesting too deep to parse). NaN and Infinity are read: the
-    trajectory writer emits them for an env's non-finite rewards, and the viewer shows them."""
-    try:
-        return json.loads(line)
-    except RecursionError:
-        raise ValueError("nested too deeply to read") from None
-
-
-def _int64(value: Any, name: str) -> int:
-    if not _INT64.min < value <= _INT64.max:  # the minimum is the "missing" marker of the seed and step columns
-        raise ValueError(f"{name} {value} is out of the 64-bit range")
-    return int(value)
-
-
-def _record_summary(rec: Any) -> tuple[str, Any, int, int, float, bool, str | None, Any, int, bool, list[str]]:
-    """The indexed fields of one trajectory record, or ValueError naming what is wrong with it."""
-    if not isinstance(rec, dict):
-        raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
-    env_id = rec.get("env_id")
-    turns = rec.get("turns", [])
-    if not isinstance(env_id, str) or not isinstance(turns, list):
-        raise ValueError("not a trajectory record: needs a string 'env_id' and a list 'turns'")
-    texts: list[str] = []
-    total = 0.0
-    format_errors = 0
-    for k, t in enumerate(turns):
-        if not isinstance(t, dict):
-            raise ValueError(f"turn {k} is a {type(t).__name__}, not an object")
-        total += float(t.get("reward") or 0.0)
-        info = t.get("info")
-        if isinstance(info, dict) and info.get("format_error"):
-            format_errors += 1
-        texts.append(str(t.get("observation", "")))
-        texts.append(str(t.get("action", "")))
-    texts.append(str(rec.get("final_observation", "")))
-    seed = rec.get("seed")
-    seed = _int64(seed, "seed") if isinstance(seed, int) and not isinstance(seed, bool) else None
-    metrics = rec.get("metrics")
-    step = metrics.get("step") if isinstance(metrics, dict) else None
-    step = _int64(step, "metrics.step") if isinstance(step, int) and not isinstance(step, bool) else None
-    error = rec.get("error")
-    return (
-        env_id,
-        seed,
-        _int64(int(rec.get("complexity") or 0), "complexity"),
-        len(turns),
-        total,
-        rec.get("success") is True,
-        None if error in (None, "") else str(error),
-        step,
-        format_errors,
-        bool(rec.get("truncated", False)),
-        texts,
-    )
 
 
 def looks_like_trajectories(path: Path) -> bool:
@@ -138,6 +79,7 @@ class _Columns:
     offset: list[int] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
     env: list[int] = field(default_factory=list)
+    policy: list[int] = field(default_factory=list)
     seed: list[int] = field(default_factory=list)
     complexity: list[int] = field(default_factory=list)
     turns: list[int] = field(default_factory=list)
@@ -158,8 +100,10 @@ class TrajectoryIndex:
         self.problems: list[str] = []
         self.n_problems = 0
         self.env_names: list[str] = []
+        self.policy_names: list[str] = []
         self.errors: dict[int, str] = {}
         env_code: dict[str, int] = {}
+        policy_code: dict[str, int] = {}
         cols = _Columns()
         corpus: list[bytes] = []
         starts = [0]
@@ -173,30 +117,30 @@ class TrajectoryIndex:
                     if not line.strip():
                         continue
                     try:
-                        env_id, seed, cx, nturns, total, ok, err, step, nfmt, trunc, texts = _record_summary(
-                            load_record(line)
-                        )
+                        r = summarize_record(load_record(line))
                     except (ValueError, TypeError, OverflowError) as exc:  # JSON/Unicode errors are ValueErrors
                         self._problem(f"{path}:{lineno}: skipped: {exc}")
                         continue
                     i = len(cols.env)
-                    if err is not None:
-                        self.errors[i] = err
-                    code = env_code.setdefault(env_id, len(env_code))
+                    if r.error is not None:
+                        self.errors[i] = r.error
                     cols.file.append(fi)
                     cols.offset.append(here)
                     cols.line.append(lineno)
-                    cols.env.append(code)
-                    cols.seed.append(NO_SEED if seed is None else seed)
-                    cols.complexity.append(cx)
-                    cols.turns.append(nturns)
-                    cols.ret.append(total)
-                    cols.success.append(ok)
-                    cols.has_error.append(err is not None)
-                    cols.step.append(NO_STEP if step is None else step)
-                    cols.format_errors.append(nfmt)
-                    cols.truncated.append(trunc)
-                    blob = "\x00".join(texts).lower().encode("utf-8", "replace") + _SEP
+                    cols.env.append(env_code.setdefault(r.env_id, len(env_code)))
+                    cols.policy.append(
+                        NO_POLICY if r.policy is None else policy_code.setdefault(r.policy, len(policy_code))
+                    )
+                    cols.seed.append(NO_SEED if r.seed is None else r.seed)
+                    cols.complexity.append(r.complexity)
+                    cols.turns.append(r.turns)
+                    cols.ret.append(r.total)
+                    cols.success.append(r.success)
+                    cols.has_error.append(r.error is not None)
+                    cols.step.append(NO_STEP if r.step is None else r.step)
+                    cols.format_errors.append(r.format_errors)
+                    cols.truncated.append(r.truncated)
+                    blob = "\x00".join(r.texts).lower().encode("utf-8", "replace") + _SEP
                     corpus.append(blob)
                     starts.append(starts[-1] + len(blob))
                     if progress is not None and len(cols.env) % 20_000 == 0:
@@ -206,10 +150,12 @@ class TrajectoryIndex:
             first = f" (first problem: {self.problems[0]})" if self.problems else ""
             raise TrajectoryFileError(f"no trajectory records in {where}{first}")
         self.env_names = list(env_code)
+        self.policy_names = list(policy_code)
         self.file = np.asarray(cols.file, dtype=np.int32)
         self.offset = np.asarray(cols.offset, dtype=np.int64)
         self.line = np.asarray(cols.line, dtype=np.int64)
         self.env = np.asarray(cols.env, dtype=np.int32)
+        self.policy = np.asarray(cols.policy, dtype=np.int32)
         self.seed = np.asarray(cols.seed, dtype=np.int64)
         self.complexity = np.asarray(cols.complexity, dtype=np.int64)
         self.turns = np.asarray(cols.turns, dtype=np.int64)
@@ -246,6 +192,7 @@ class TrajectoryIndex:
             "files": [str(f) for f in self.files],
             "episodes": len(self),
             "envs": sorted(self.env_names),
+            "policies": sorted(self.policy_names),
             "complexity": [int(self.complexity.min()), int(self.complexity.max())],
             "has_step": self.has_step,
             "problems": self.problems,
@@ -281,6 +228,9 @@ class TrajectoryIndex:
         if q.envs:
             codes = [self.env_names.index(e) for e in q.envs if e in self.env_names]
             m &= np.isin(self.env, np.asarray(codes, dtype=np.int32))
+        if q.policies:
+            codes = [self.policy_names.index(p) for p in q.policies if p in self.policy_names]
+            m &= np.isin(self.policy, np.asarray(codes, dtype=np.int32))
         if q.cmin is not None:
             m &= self.complexity >= q.cmin
         if q.cmax is not None:
@@ -299,9 +249,10 @@ class TrajectoryIndex:
         return m
 
     def _sort_key(self, key: str) -> np.ndarray:
-        if key == "env":
-            rank = np.argsort(np.argsort(np.asarray(self.env_names, dtype=object)))
-            return rank[self.env]
+        if key in ("env", "policy"):
+            names, codes = (self.env_names, self.env) if key == "env" else (self.policy_names, self.policy)
+            rank = np.argsort(np.argsort(np.asarray([*names, ""], dtype=object)))  # "" (no policy) sorts first
+            return rank[codes]  # NO_POLICY (-1) indexes the trailing ""
         column = {
             "id": None,
             "seed": self.seed,
@@ -347,6 +298,7 @@ class TrajectoryIndex:
         return {
             "id": i,
             "env": self.env_names[int(self.env[i])],
+            "policy": self.policy_name(i),
             "seed": None if seed == NO_SEED else seed,
             "complexity": int(self.complexity[i]),
             "turns": int(self.turns[i]),
@@ -359,6 +311,11 @@ class TrajectoryIndex:
             "source": f"{self.files[int(self.file[i])].name}:{int(self.line[i])}",
         }
 
+    def policy_name(self, i: int) -> str | None:
+        """The policy that played episode `i`, if its record says."""
+        code = int(self.policy[i])
+        return None if code == NO_POLICY else self.policy_names[code]
+
     def record(self, i: int) -> dict[str, Any]:
         """The raw JSON record of episode `i`, re-read from its file."""
         if not 0 <= i < len(self):
@@ -369,7 +326,7 @@ class TrajectoryIndex:
             line = fh.readline()
         try:
             rec = load_record(line)
-            _record_summary(rec)
+            summarize_record(rec)
         except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"{path}:{int(self.line[i])} changed since it was indexed: {exc}") from None
         return rec

@@ -11,7 +11,19 @@ import numpy as np
 if TYPE_CHECKING:
     from gymverse.viewer.index import TrajectoryIndex
 
-SORT_KEYS = ("id", "env", "seed", "complexity", "turns", "return", "success", "error", "step", "format_errors")
+SORT_KEYS = (
+    "id",
+    "env",
+    "policy",
+    "seed",
+    "complexity",
+    "turns",
+    "return",
+    "success",
+    "error",
+    "step",
+    "format_errors",
+)
 HIST_BINS = 30
 MAX_STEP_POINTS = 200
 MAX_PAGE = 1000
@@ -22,6 +34,7 @@ class Query:
     """Which episodes to list and in which order; every field None/empty means "no filter"."""
 
     envs: tuple[str, ...] = ()
+    policies: tuple[str, ...] = ()
     cmin: int | None = None
     cmax: int | None = None
     success: bool | None = None
@@ -66,6 +79,7 @@ def parse_query(params: Mapping[str, str]) -> tuple[Query, int, int]:
         raise ValueError(f"need offset >= 0 and 0 <= limit <= {MAX_PAGE}, got offset={offset} limit={limit}")
     q = Query(
         envs=envs,
+        policies=tuple(p for p in params.get("policy", "").split(",") if p),
         cmin=_int(params, "cmin"),
         cmax=_int(params, "cmax"),
         success=_flag(params, "success"),
@@ -92,6 +106,19 @@ def _success_by_complexity(index: TrajectoryIndex, m: np.ndarray) -> dict[str, l
     for k, cnt, w in zip(keys.tolist(), n.tolist(), wins.tolist()):
         name = index.env_names[k // width]
         out.setdefault(name, []).append([k % width + base, cnt, w / cnt])
+    return dict(sorted(out.items()))
+
+
+def _success_by_policy(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list[float]]:
+    """``{policy: [episodes, success rate]}``: a headline rate that mixes oracle and random play means nothing."""
+    from gymverse.viewer.index import NO_POLICY
+
+    pol, ok = index.policy[m], index.success[m]
+    out: dict[str, list[float]] = {}
+    for code in np.unique(pol).tolist():
+        sel = pol == code
+        name = "(unrecorded)" if code == NO_POLICY else index.policy_names[code]
+        out[name] = [int(sel.sum()), float(ok[sel].mean())]
     return dict(sorted(out.items()))
 
 
@@ -127,6 +154,7 @@ def summarize(index: TrajectoryIndex, m: np.ndarray) -> dict[str, Any]:
     return {
         "episodes": n,
         "success_rate": float(index.success[m].mean()) if n else None,
+        "success_by_policy": _success_by_policy(index, m),
         "errors": int(index.has_error[m].sum()),
         "format_error_turns": int(index.format_errors[m].sum()),
         "mean_return": float(finite.mean()) if finite.size else None,

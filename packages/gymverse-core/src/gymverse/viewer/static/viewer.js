@@ -51,6 +51,7 @@
     const keyOf = { error: (e) => (e.error ? 1 : 0) };
     function select(p) {
       const envs = p.env ? p.env.split(",") : null;
+      const policies = p.policy ? p.policy.split(",") : null;
       const q = (p.q || "").toLowerCase();
       const flag = (v) => (v === "1" ? true : v === "0" ? false : null);
       const ok = flag(p.success), err = flag(p.error), fe = flag(p.format_error);
@@ -60,6 +61,7 @@
       for (let i = 0; i < eps.length; i++) {
         const e = eps[i];
         if (envs && !envs.includes(e.env)) continue;
+        if (policies && !policies.includes(e.policy)) continue;
         if (lo !== null && e.complexity < lo) continue;
         if (hi !== null && e.complexity > hi) continue;
         if (ok !== null && e.success !== ok) continue;
@@ -68,7 +70,7 @@
         if (q && !texts[i].includes(q)) continue;
         out.push(e);
       }
-      const key = keyOf[p.sort] || ((e) => (p.sort === "env" ? e.env : num(e[p.sort])));
+      const key = keyOf[p.sort] || ((e) => (p.sort === "env" ? e.env : p.sort === "policy" ? e.policy || "" : num(e[p.sort])));
       const dir = p.desc === "1" ? -1 : 1;
       out.sort((a, b) => { const x = key(a), y = key(b); return x < y ? -dir : x > y ? dir : a.id - b.id; });
       return out;
@@ -97,9 +99,17 @@
         cbs[env] = Object.values(byS[env]).sort((a, b) => a[0] - b[0]).map(([s, tot, n]) => [s, tot / n, n]);
       const rets = sel.map((e) => e.return).filter(Number.isFinite);
       const n = sel.length;
+      const byP = {};
+      for (const e of sel) {
+        const c = (byP[e.policy || "(unrecorded)"] = byP[e.policy || "(unrecorded)"] || [0, 0]);
+        c[0] += 1; c[1] += e.success ? 1 : 0;
+      }
+      const sbp = {};
+      for (const k of Object.keys(byP).sort()) sbp[k] = [byP[k][0], byP[k][1] / byP[k][0]];
       return {
         episodes: n,
         success_rate: n ? sel.filter((e) => e.success).length / n : null,
+        success_by_policy: sbp,
         errors: sel.filter((e) => e.error).length,
         format_error_turns: sel.reduce((s, e) => s + e.format_errors, 0),
         mean_return: rets.length ? rets.reduce((a, b) => a + b, 0) / rets.length : null,
@@ -135,7 +145,7 @@
   const backend = EMBED ? localBackend(EMBED) : serverBackend();
 
   // ---------------------------------------------------------------------------------------------- state
-  const state = { env: "", cmin: "", cmax: "", success: "any", error: "any", format_error: "any", q: "",
+  const state = { env: "", policy: "", cmin: "", cmax: "", success: "any", error: "any", format_error: "any", q: "",
     sort: "id", desc: "0", offset: 0, episode: null };
   let meta = null;
   let seq = 0;
@@ -154,7 +164,7 @@
     history.replaceState(null, "", "#" + h.toString());
   }
   function params(withSummary) {
-    return { env: state.env, cmin: state.cmin, cmax: state.cmax, success: state.success, error: state.error,
+    return { env: state.env, policy: state.policy, cmin: state.cmin, cmax: state.cmax, success: state.success, error: state.error,
       format_error: state.format_error, q: state.q, sort: state.sort, desc: state.desc, offset: state.offset,
       limit: PAGE, summary: withSummary ? "1" : "0" };
   }
@@ -197,7 +207,7 @@
     for (const r of res.rows) {
       const tr = el("tr", { class: "ep-row" + (String(r.id) === String(state.episode) ? " open" : ""),
         "data-id": r.id, onclick: () => openEpisode(r.id) },
-        cell(r.id, "num"), cell(r.env), cell(r.seed ?? "–", "num"), cell(r.complexity, "num"),
+        cell(r.id, "num"), cell(r.env), cell(r.policy ?? "–", "policy"), cell(r.seed ?? "–", "num"), cell(r.complexity, "num"),
         cell(r.turns, "num"), cell(fmt(r.return), "num"),
         el("td", { class: r.success ? "yes" : "no" }, r.success ? "✓" : "✗"),
         cell(r.format_errors || "", "num"), cell(r.step ?? "", "num"),
@@ -216,11 +226,19 @@
     }
   }
 
+  // With several policies one headline rate mixes oracle and random play: show one rate per policy instead.
+  function successLines(s) {
+    const pct = (x) => (x === null ? "–" : (100 * x).toFixed(1) + "%");
+    const byP = Object.entries(s.success_by_policy || {});
+    if (byP.length <= 1) return [el("div", {}, "success ", el("b", {}, pct(s.success_rate)))];
+    return byP.map(([p, [n, rate]]) => el("div", { class: "policy-success", "data-policy": p },
+      "success ", el("i", {}, p), " ", el("b", {}, pct(rate)), el("span", { class: "dim" }, ` (${fmtInt(n)})`)));
+  }
   function renderStats(s) {
     const box = $("#stats");
     box.replaceChildren(
       el("div", {}, el("b", {}, fmtInt(s.episodes)), " episodes"),
-      el("div", {}, "success ", el("b", {}, s.success_rate === null ? "–" : (100 * s.success_rate).toFixed(1) + "%")),
+      ...successLines(s),
       el("div", {}, "mean return ", el("b", {}, fmt(s.mean_return, 3))),
       el("div", {}, "episodes with error ", el("b", {}, fmtInt(s.errors))),
       el("div", {}, "format-error turns ", el("b", {}, fmtInt(s.format_error_turns))));
@@ -325,8 +343,9 @@
   }
   function signed(x) { return x === null ? null : el("span", { class: x > 0 ? "pos" : x < 0 ? "neg" : "" }, fmt(x, 3)); }
   function renderEpisode(ep) {
-    $("#detail-title").textContent = `#${ep.id} · ${ep.env}`;
+    $("#detail-title").textContent = `#${ep.id} · ${ep.env}` + (ep.policy ? ` · ${ep.policy}` : "");
     const facts = el("div", { class: "facts" },
+      ep.policy ? el("span", { id: "detail-policy" }, "policy ", el("b", {}, ep.policy)) : null,
       el("span", {}, "seed ", el("b", {}, ep.seed ?? "–")), el("span", {}, "complexity ", el("b", {}, ep.complexity)),
       el("span", {}, "turns ", el("b", { id: "detail-turns" }, ep.turns)), el("span", {}, "return ", el("b", {}, fmt(ep.return, 3))),
       el("span", { class: ep.success ? "yes" : "no" }, ep.success ? "success" : "no success"),
@@ -355,7 +374,7 @@
   }
 
   // ------------------------------------------------------------------------------------------- controls
-  const controls = { "#f-env": "env", "#f-cmin": "cmin", "#f-cmax": "cmax", "#f-success": "success",
+  const controls = { "#f-env": "env", "#f-policy": "policy", "#f-cmin": "cmin", "#f-cmax": "cmax", "#f-success": "success",
     "#f-error": "error", "#f-format": "format_error", "#f-text": "q" };
   function setFilter(key, value) {
     state[key] = value;
@@ -375,7 +394,7 @@
     }
     $("#f-text").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { clearTimeout(timer); setFilter("q", ev.target.value); } });
     $("#f-reset").addEventListener("click", () => {
-      Object.assign(state, { env: "", cmin: "", cmax: "", success: "any", error: "any", format_error: "any", q: "", offset: 0 });
+      Object.assign(state, { env: "", policy: "", cmin: "", cmax: "", success: "any", error: "any", format_error: "any", q: "", offset: 0 });
       for (const [sel, key] of Object.entries(controls)) $(sel).value = state[key];
       refresh(true, "filter");
     });
@@ -396,6 +415,8 @@
     try { meta = await backend.meta(); } catch (err) { showError(err); return; }
     meta.envs.forEach((e, i) => { colors[e] = PALETTE[i % PALETTE.length]; });
     for (const e of meta.envs) $("#f-env").append(el("option", { value: e }, e));
+    for (const p of meta.policies || []) $("#f-policy").append(el("option", { value: p }, p));
+    $("#f-policy").closest("label").hidden = !(meta.policies || []).length;
     $("#sources").textContent = `${fmtInt(meta.episodes)} episodes from ${meta.files.length} file(s): ${meta.files.join(", ")}`;
     $("#mode").textContent = EMBED ? "exported page" : "";
     const notes = [...meta.problems, ...meta.notes];
