@@ -181,3 +181,36 @@ def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "game:GuessTheNumber" in proc.stdout
     assert CheckReport.from_dict(json.loads(out_file.read_text())["reports"][0]).passed
+
+
+class _Terminal(io.StringIO):
+    """Typed input: what a person at a terminal sends."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_play_at_a_terminal_boxes_moves_and_spends_no_turn_on_a_malformed_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", _Terminal("\\boxed{a}\n50\n\\boxed{25}\n:quit\n"))
+    code, out, _ = _run(capsys, "play", "game:GuessTheNumber", "-c", "10", "-s", "1")
+    assert code == 0
+    assert "not played:" in out and "reward -0.10" not in out  # the malformed move cost nothing
+    assert "plays: \\boxed{50}" in out and "50 is too" in out  # typed bare, played boxed
+    assert "25 is too" in out
+    assert "quit after 2 turns" in out
+
+
+def test_play_at_a_terminal_draws_a_fresh_seed_and_says_how_to_replay(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seeds = set()
+    for _ in range(3):
+        monkeypatch.setattr(sys, "stdin", _Terminal(":oracle\n" * 20))
+        code, out, _ = _run(capsys, "play", "game:GuessTheNumber", "-c", "3")
+        assert code == 0 and "SUCCESS in" in out
+        seed = out.split("seed=", 1)[1].split()[0]
+        assert f"replay this game: gymverse play game:GuessTheNumber -c 3 --seed {seed}" in out
+        seeds.add(seed)
+    assert len(seeds) == 3

@@ -115,7 +115,9 @@ def build_parser() -> _Parser:
     p_play = sub.add_parser("play", help="play an environment from the terminal (or piped stdin)")
     p_play.add_argument("env_id", metavar="ID", help="registered id such as game:GuessTheNumber")
     p_play.add_argument("--complexity", "-c", type=complexity_arg, default=1, help="level 1..10 (default 1)")
-    p_play.add_argument("--seed", "-s", type=seed_arg, default=0, help="episode seed (default 0)")
+    p_play.add_argument(
+        "--seed", "-s", type=seed_arg, default=None, help="episode seed (default: random at a terminal, 0 when piped)"
+    )
 
     p_check = sub.add_parser("check", help="run the env checker; exit code 1 when a check fails")
     p_check.add_argument("env_ids", metavar="ID", nargs="*", help="registered ids to check")

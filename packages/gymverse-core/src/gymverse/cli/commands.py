@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,24 +64,60 @@ def cmd_list(family: str | None, out: Console) -> int:
 
 # ------------------------------------------------------------------------------------------------------------ play
 PLAY_HELP = "commands: ':oracle' lets the oracle move, ':help' shows this, ':quit' ends the session"
+HUMAN_HELP = (
+    r"type the move alone (it is wrapped in \boxed{} for you); a move the env cannot parse is explained and costs "
+    "no turn"
+)
 
 
-def cmd_play(env_id: str, complexity: int, seed: int, out: Console, stdin: IO[str]) -> int:
-    """Play one episode reading actions line by line from `stdin`; stops at ':quit' or end of input."""
+def human_action(text: str, action_format: str) -> str:
+    r"""A person's typed move as the env expects it: wrapped in ``\boxed{}`` when the env's format asks for it and
+    the person did not type it (the env itself is unchanged)."""
+    if action_format.lstrip().startswith("\\boxed{") and "\\boxed{" not in text:
+        return "\\boxed{" + text.strip() + "}"
+    return text
+
+
+def _format_error_on_copy(env: Env, action: str) -> str | None:
+    """The env's format-error message for `action`, found by stepping a copy (None: well formed, or the env
+    cannot be copied, e.g. a remote one, and the move is simply played)."""
+    try:
+        probe = env.clone()
+    except Exception:
+        return None
+    try:
+        res = probe.step(action)
+    except Exception:  # the real step reports it
+        return None
+    finally:
+        probe.close()
+    return str(res.info.get("error_message") or res.observation) if res.info.get("format_error") else None
+
+
+def cmd_play(env_id: str, complexity: int, seed: int | None, out: Console, stdin: IO[str]) -> int:
+    """Play one episode reading actions line by line from `stdin`; stops at ':quit' or end of input.
+
+    At a terminal (a person playing) moves are wrapped in the env's ``\\boxed{}`` when left out, a move the env
+    cannot parse is explained without spending a turn, and the default seed is a fresh random one (printed, so the
+    game can be replayed with ``--seed``). Piped input is played exactly as given, with seed 0 by default."""
     try:
         env = registry.make(env_id, complexity=complexity)
     except registry.RegistryError as err:
         raise UsageError(str(err)) from None
-    interactive = stdin.isatty()
+    human = stdin.isatty()
+    if seed is None:
+        seed = secrets.randbelow(2**31) if human else 0
     with env:
         obs, _ = env.reset(seed=seed)
         md = env.metadata
         out.print(Text(f"{env_id}  complexity={complexity}  seed={seed}  max_turns={env.max_turns}", style="bold"))
         out.print(Text(f"action format: {md.action_format}   ({PLAY_HELP})", style="dim"))
+        if human:
+            out.print(Text(HUMAN_HELP, style="dim"))
         out.print(Panel(Text(obs), title="observation"))
         total = 0.0
         while True:
-            if interactive:
+            if human:
                 out.print(f"[bold]turn {env.turn + 1}>[/bold] ", end="")
             line = stdin.readline()
             if not line:
@@ -93,12 +130,22 @@ def cmd_play(env_id: str, complexity: int, seed: int, out: Console, stdin: IO[st
                 out.print(Text(f"quit after {plural(env.turn, 'turn')} (return {total:+.2f})"))
                 return 0
             if command == ":help":
-                out.print(Text(PLAY_HELP))
+                out.print(Text(PLAY_HELP + ("\n" + HUMAN_HELP if human else "")))
                 continue
             if command == ":oracle":
                 action = env.solve()
                 out.print(Text(f"oracle plays: {action}", style="cyan"))
-            elif not interactive:
+            elif human:
+                if not command:
+                    continue
+                action = human_action(action, md.action_format)
+                problem = _format_error_on_copy(env, action)
+                if problem is not None:
+                    out.print(Text(f"not played: {problem}", style="yellow"))
+                    continue
+                if action != line.rstrip("\r\n"):
+                    out.print(Text(f"plays: {action}", style="cyan"))
+            else:
                 out.print(Text(f"> {action}", style="cyan"))
             res = env.step(action)
             total += res.reward
@@ -112,6 +159,8 @@ def cmd_play(env_id: str, complexity: int, seed: int, out: Console, stdin: IO[st
                 else:
                     turns = plural(env.turn, "turn")
                     out.print(Text(f"FAIL: episode {ended} after {turns} (return {total:+.2f})", style="red"))
+                if human:
+                    out.print(Text(f"replay this game: gymverse play {env_id} -c {complexity} --seed {seed}"))
                 return 0
 
 
