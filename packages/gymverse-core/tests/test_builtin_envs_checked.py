@@ -6,8 +6,11 @@ import gymverse
 import pytest
 from gymverse.checker import CHECK_NAMES, check_env
 
+#: Registered envs except the vectest: fixtures, which break the contract on purpose (conftest registers them).
+SHIPPED = [e for e in gymverse.list_envs() if not e.startswith("vectest:")]
 
-@pytest.mark.parametrize("env_id", gymverse.list_envs())
+
+@pytest.mark.parametrize("env_id", SHIPPED)
 def test_builtin_env_passes_the_checker(env_id: str) -> None:
     report = check_env(env_id, levels=(1, 5, 10), seeds=(0, 1))
     assert report.passed, report.summary()
@@ -15,5 +18,5 @@ def test_builtin_env_passes_the_checker(env_id: str) -> None:
 
 
 def test_there_are_builtins_in_every_domain() -> None:
-    domains = {gymverse.make(i).metadata.domain for i in gymverse.list_envs()}
+    domains = {gymverse.make(i).metadata.domain for i in SHIPPED}
     assert {"game", "algorithm", "logic", "tool-use"} <= domains

@@ -100,7 +100,7 @@ def test_mastermind_states_its_turn_budget_once(capsys: pytest.CaptureFixture[st
     assert main(["list", "--family", "game"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "game:Mastermind" in line)
     cells = [c.strip() for c in row.split("│")]
-    assert "10→8" in cells  # the per-level budget, in the max_turns column
+    assert "10→6" in cells  # the per-level budget, in the max_turns column
     assert "max_turns" not in row  # and not again among the complexity params
     table = Mastermind.complexity_spec().table()
     budgets = [table[level]["max_turns"] for level in range(1, 11)]

@@ -81,7 +81,8 @@ class Mastermind(Env):
     complexity_params = {
         "pegs": [3, 3, 4, 4, 4, 4, 5, 5, 5, 5],
         "colors": [4, 5, 5, 6, 6, 7, 7, 8, 8, 8],
-        "max_turns": [10, 10, 10, 10, 10, 10, 10, 10, 9, 8],
+        # Spare turns shrink with the level: the oracle always fits, a player who wastes guesses does not.
+        "max_turns": [10, 10, 9, 9, 8, 8, 7, 7, 6, 6],
     }
 
     def _reset(self) -> tuple[str, dict[str, Any]]:
