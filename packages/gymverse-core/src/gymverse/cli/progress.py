@@ -59,8 +59,9 @@ class JobProgress:
         self._started = self._last = time.monotonic()
         if self._bar is not None:
             self._bar.__enter__()
-        elif self.enabled:
-            self._line("started")
+        elif self.enabled:  # nothing is counted yet: say what starts, not "0 0s"
+            todo = f" ({self.total} to do)" if self.total else ""
+            self.console.print(f"{self.label}: started{todo}", markup=False, highlight=False, soft_wrap=True)
         return self
 
     def __exit__(self, *exc: Any) -> None:
