@@ -25,12 +25,23 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _smooth(values: Sequence[float], window: int = 5) -> list[float]:
-    out, acc = [], []
-    for v in values:
-        acc.append(v)
-        acc = acc[-window:]
-        out.append(sum(acc) / len(acc))
+    """Centered moving mean (shorter at the ends): a trailing mean would draw every change `window // 2` steps late."""
+    half = window // 2
+    out = []
+    for i in range(len(values)):
+        part = [v for v in values[max(0, i - half) : i + half + 1] if v == v]  # NaN: the env had no episode then
+        out.append(sum(part) / len(part) if part else float("nan"))
     return out
+
+
+def _level_axis(ax: Any, levels: Sequence[float]) -> None:
+    """Whole levels only, with room around them (a constant level 1 must not fill a 0.96..1.04 axis)."""
+    from matplotlib.ticker import MaxNLocator
+
+    seen = [v for v in levels if v == v]
+    lo, hi = (min(seen), max(seen)) if seen else (1, 10)
+    ax.set_ylim(max(0.5, lo - 1.5), max(hi + 1.5, lo + 3.5))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plot(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "gymverse train") -> bool:
@@ -47,7 +58,7 @@ def plot(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "gymv
     fig, (ax_s, ax_c) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
     for env in envs:
         ys = [m["success_by_env"].get(env, float("nan")) for m in metrics]
-        (line,) = ax_s.plot(steps, _smooth(ys), label=f"{env} (5-step mean)")
+        (line,) = ax_s.plot(steps, _smooth(ys), label=f"{env} (centered 5-step mean)")
         ax_s.plot(steps, ys, color=line.get_color(), alpha=0.25, linewidth=0.8)
         ax_c.step(steps, [m["complexity_by_env"].get(env, float("nan")) for m in metrics], where="post", label=env)
     for m in metrics:
@@ -58,6 +69,7 @@ def plot(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "gymv
     ax_s.set_ylabel("success rate")
     ax_s.set_ylim(-0.02, 1.02)
     ax_s.legend(fontsize=8, loc="upper left")
+    _level_axis(ax_c, [v for m in metrics for v in m["complexity_by_env"].values()])
     ax_c.set_ylabel("complexity level")
     ax_c.set_xlabel("training step")
     ax_s.set_title(title)
