@@ -137,5 +137,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    serve(config, log_level=args.log_level, sock=sock)
+    try:
+        serve(config, log_level=args.log_level, sock=sock)
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised Ctrl-C: stopping was asked for
+        pass
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -75,6 +76,8 @@ def cmd_view(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
+        # A terminal's Ctrl-C reaches `uv run` too, which forwards it: a second SIGINT must not cut the shutdown.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("stopped", file=err)
     finally:
         server.close()
