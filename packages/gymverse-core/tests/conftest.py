@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
 import gymverse.vector.testing  # noqa: F401 - the vectest: fixture envs (only tests register them)
 import pytest
+
+# Children inherit an ignored SIGINT (a test run started in the background or under nohup), and tests that
+# interrupt a child (the sandbox host, `serve`, `view`) would then wait for nothing. A Python handler here is reset
+# to the default in every child at exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The shared env-contract checks live in the library (all four env-family suites import them); rewrite their
 # asserts like a test module's so failures show the compared values. Must run before the first import.
