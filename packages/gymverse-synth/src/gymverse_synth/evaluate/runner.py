@@ -21,7 +21,13 @@ from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig,
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
 from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
-from gymverse_synth.evaluate.schema import Correctness, EnvEvaluation, EvaluationReport, LevelResult
+from gymverse_synth.evaluate.schema import (
+    Correctness,
+    DiversityResult,
+    EnvEvaluation,
+    EvaluationReport,
+    LevelResult,
+)
 from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env, job_files, user_paths
 
 LEVELS_TARGET = "gymverse_synth.evaluate.jobs:levels_job"
@@ -230,6 +236,24 @@ def _env_eval(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -
     return ev
 
 
+def _guarded_eval(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -> EnvEvaluation:
+    """`_env_eval`, or an ``error`` entry for this env alone when its evidence cannot be turned into a report."""
+    try:
+        return _env_eval(entry, cfg, results)
+    except Exception as err:  # malformed evidence (e.g. from a process worker the env controlled)
+        why = f"its evidence could not be evaluated: {type(err).__name__}: {err}"[:500]
+        corr = Correctness("error", [why])
+        return EnvEvaluation(entry.name, entry.kind, entry.ref, entry.domain, entry.description, corr, flags=["error"])
+
+
+def _diversity_result(future: Future[DiversityResult], suite: Suite) -> DiversityResult:
+    """The diversity result, or an empty one naming the failure: diversity never stops the report."""
+    try:
+        return future.result()
+    except Exception as err:
+        return DiversityResult(embedder="none", n=len(suite.entries), error=f"{type(err).__name__}: {err}"[:500])
+
+
 def _summary(envs: Sequence[EnvEvaluation]) -> dict[str, Any]:
     return {
         "n_envs": len(envs),
@@ -290,10 +314,14 @@ def evaluate_suite(
         results, executor_name, workers = _run_jobs(suite, cfg, progress)
     finally:
         side.shutdown(wait=True)
-    envs = [_env_eval(e, cfg, results) for e in suite.entries]
+    envs = [_guarded_eval(e, cfg, results) for e in suite.entries]
     diversity = None
     if div_future is not None:
-        diversity = div_future.result()
+        diversity = _diversity_result(div_future, suite)
+        for ev in envs:
+            if ev.name in diversity.env_errors:
+                ev.flags.append("diversity_error")
+                ev.correctness.notes.append(f"diversity: {diversity.env_errors[ev.name]}")
         # the later member of each pair only, and only on structural evidence: embeddings of boilerplate-heavy
         # programs are close for unrelated envs
         twins: dict[str, str] = {}
