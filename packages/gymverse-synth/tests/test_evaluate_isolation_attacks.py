@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gymverse.sandbox.hosted import EnvCallError, EnvHost
-from gymverse_synth.evaluate import CorrectnessConfig
+from gymverse_synth.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
 from gymverse_synth.evaluate.correctness import HOST_FACTORY, check_hosted, verdict
 
 GOOD = (Path(__file__).parent / "synth_fixtures" / "good_env.py").read_text()
@@ -138,3 +139,37 @@ def test_an_error_class_flood_does_not_change_another_envs_verdict(tmp_path: Pat
             honest.solve()
     finally:
         host.close()
+
+
+#: Ignores SIGALRM (the alarm its own process once got as an episode deadline), then loops in every step.
+DEAF = variant(
+    "Deaf",
+    IMPORTS="import signal\nfrom typing import Any\n",
+    **{
+        "cmd = GRAMMAR.parse(action)": "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n        while True:\n"
+        "            pass\n        cmd = GRAMMAR.parse(action)"
+    },
+)
+
+
+def test_an_env_that_ignores_alarms_is_stopped_at_each_episode_deadline(tmp_path: Path) -> None:
+    (tmp_path / "deaf.py").write_text(DEAF)
+    cfg = EvaluationConfig(
+        policies=("random",),
+        difficulty=DifficultyConfig(levels=(1, 10), seeds=(0, 1, 2), ks=(1,), timeout=120.0),
+        correctness=replace(SMALL, episode_timeout=1.0, reset_timeout=1.0, call_timeout=2.0, checker_timeout=10.0),
+        executor="sandbox",
+        workers=1,
+        run_diversity=False,
+    )
+    report = evaluate_suite(load_suite(str(tmp_path)), cfg)
+    (ev,) = report.envs
+    assert ev.correctness.verdict == "incorrect"
+    assert "hang" in ev.flags, ev.correctness.reasons
+    random = ev.difficulty["random"]
+    errors = random.error or ""
+    # each level ends at its first episode's deadline, kept by the trusted side, not at the job's 120 s limit
+    assert all(lv.first_error and "within 1s" in lv.first_error for lv in random.levels) or "within 1s" in errors, (
+        random
+    )
+    assert "120" not in errors

@@ -118,16 +118,21 @@ def check_hosted(
     limits: SandboxLimits | None = None,
     call_timeout: float = 10.0,
     readable_paths: Sequence[str] = (),
+    job_timeout: float | None = None,
     **plan: Any,
 ) -> dict[str, Any]:
     """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here.
 
-    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`).
+    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`); `job_timeout`: the whole
+    run's deadline, kept here (the host is killed when it passes, whatever its own limits).
     """
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
     try:
-        out = collect_evidence(host.make, ref, **plan)
+        with deadline(job_timeout, "the correctness job"):
+            out = collect_evidence(host.make, ref, **plan)
+    except CallTimeout as err:
+        out = {"error": str(err)}
     finally:
         host.close()
     out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}

@@ -282,26 +282,26 @@ def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) 
 def _hosted_episodes(
     env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float | None
 ) -> list[Episode]:
-    """`run_episodes` of a scripted policy in one request to the env's host, judged here like `_play` judges."""
-    try:
-        with deadline(timeout * len(seeds) if timeout else None, f"{len(seeds)} episodes"):
-            played = env.plays([(s, policy, None) for s in seeds], timeout or 0.0, limit=max_steps)
-    except CallTimeout as err:  # the host ignored its own per-episode alarm; it was stopped
-        first = [Episode(seeds[0], False, 0, 0.0, error=f"timeout: {err}")] if seeds else []
-        return first + [Episode(x, False, 0, 0.0, error=f"not run: seed {seeds[0]} timed out") for x in seeds[1:]]
-    except Exception as err:
-        return [Episode(s, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500]) for s in seeds]
+    """`run_episodes` of a scripted policy, one request per episode, judged here like `_play` judges.
+
+    Each episode's deadline is kept here, on the trusted side: an env that handles or ignores the alarms of its own
+    process still has its host killed when the episode's time is up (one request per episode, so a hang is found
+    after one `timeout`, not after the whole batch's)."""
     out: list[Episode] = []
-    hung = None
-    for seed, item in zip(seeds, played):
-        if item is None:
-            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
-        elif item.timed_out:
-            hung = seed
-            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: episode (seed {seed}) did not finish within "
-                                                          f"{timeout:g}s"))  # fmt: skip
-        else:
-            out.append(_judged(env, item, seed, max_steps))
+    for i, seed in enumerate(seeds):
+        try:
+            with deadline(timeout, f"episode (seed {seed})"):
+                played = env.play(policy, seed=seed, limit=max_steps)
+        except CallTimeout as err:  # the host was stopped: the rest of this level is not run
+            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: {err}"))
+            out += [
+                Episode(x, False, 0, 0.0, error=f"not run: seed {seed} of this level timed out") for x in seeds[i + 1 :]
+            ]
+            break
+        except Exception as err:
+            out.append(Episode(seed, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500]))
+            continue
+        out.append(_judged(env, played, seed, max_steps))
     return out
 
 

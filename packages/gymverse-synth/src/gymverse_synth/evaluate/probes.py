@@ -199,18 +199,22 @@ class Probe:
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-        """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when
-        the request failed: then the episodes are played one by one)."""
-        if not isinstance(env, HostedEnv) or not pairs:
+        """Every (action, seed) episode of a level, each in one request to a hosted env's host ({} otherwise; a pair
+        whose request failed is left out and played step by step). Each episode's deadline is kept here: a host that
+        ignores its own alarms is stopped after one episode's time, and that episode is blamed."""
+        if not isinstance(env, HostedEnv):
             return {}
-        try:
-            with deadline(self.episode_timeout * len(pairs), f"constant episodes at level {level}"):
-                played = env.plays([(s, "constant", a) for a, s in pairs], self.episode_timeout)
-        except CallTimeout as err:  # the host ignored its own alarm: the first episode is blamed, its host stopped
-            return {pairs[0]: err}
-        except Exception:
-            return {}
-        return dict(zip(pairs, played))
+        out: dict[tuple[str, int], Any] = {}
+        for action, seed in pairs:
+            try:
+                with deadline(self.episode_timeout, f"constant episode at level {level}"):
+                    out[(action, seed)] = env.play("constant", seed=seed, action=action)
+            except CallTimeout as err:
+                out[(action, seed)] = err
+                break
+            except Exception:
+                continue
+        return out
 
     @staticmethod
     def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, str | None]:

@@ -20,6 +20,7 @@ from gymverse_synth.evaluate import difficulty as D
 from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, check_hosted, judge_rubric, verdict
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
 from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
+from gymverse_synth.evaluate.jobs import hosted_levels_job
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
 from gymverse_synth.evaluate.schema import (
     Correctness,
@@ -122,8 +123,8 @@ class _Jobs:
                 # the env is hosted in a sandbox and driven from here: its code cannot touch the checks
                 ccfg = self.cfg.correctness
                 kw = {**ccfg.job_kwargs(ref), "files": files, "call_timeout": ccfg.call_timeout,
-                      "limits": self.executor.host_limits(ccfg.job_timeout()),
-                      "readable_paths": self.executor.readable_paths}  # fmt: skip
+                      "limits": self.host_limits(),
+                      "readable_paths": self.executor.readable_paths, "job_timeout": ccfg.job_timeout()}  # fmt: skip
                 fut = self.executor.submit_trusted(check_hosted, kw)
                 self.pending[fut] = ("check", name)
             elif self.cfg.run_correctness:
@@ -139,7 +140,9 @@ class _Jobs:
         policies = [p for p in self.cfg.policies if has_oracle or not p.startswith(("oracle", "noisy"))]
         record = self.cfg.trajectories is not None
         for policy in policies:
-            if policy == "llm":
+            if isinstance(self.executor, SandboxExecutor):
+                fut = self.executor.submit_trusted(hosted_levels_job, self._hosted_kwargs(name, policy, record))
+            elif policy == "llm":
                 opts = self.cfg.llm_policy_options
                 fut = self.llm_pool.submit(_llm_levels, entry, self.cfg.llm, opts, dcfg, record)
             else:
@@ -149,6 +152,23 @@ class _Jobs:
                 fut = self.executor.submit(LEVELS_TARGET, kw, dcfg.timeout, files)
             self.pending[fut] = ("episodes", name, policy)
         return len(self.cfg.policies) - len(policies)
+
+    def host_limits(self) -> Any:
+        """One limit for every env host of this run (correctness and difficulty), so they share warm spares."""
+        assert isinstance(self.executor, SandboxExecutor)
+        return self.executor.host_limits(max(self.cfg.correctness.job_timeout(), self.cfg.difficulty.timeout))
+
+    def _hosted_kwargs(self, name: str, policy: str, record: bool) -> dict[str, Any]:
+        """`hosted_levels_job` arguments: the env hosted in a sandbox, the policy and its deadlines here."""
+        assert isinstance(self.executor, SandboxExecutor)
+        (ref, files), dcfg, ccfg = self.shipped[name], self.cfg.difficulty, self.cfg.correctness
+        kw: dict[str, Any] = {"ref": ref, "policy": policy, "levels": list(dcfg.levels), "seeds": list(dcfg.seeds)}
+        kw.update(timeout=dcfg.timeout, files=files, limits=self.host_limits(), call_timeout=ccfg.call_timeout)
+        kw.update(readable_paths=self.executor.readable_paths, max_steps=dcfg.max_steps)
+        kw.update(record_as=name if record else None, episode_timeout=ccfg.episode_timeout)
+        if policy == "llm":
+            kw.update(llm=self.cfg.llm, llm_options=self.cfg.llm_policy_options)
+        return kw
 
 
 def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) -> tuple[dict[Any, Any], str, int]:
