@@ -16,6 +16,7 @@ import pytest
 from gymverse.sandbox.hosted import EnvCallError, EnvHost
 from gymverse_synth.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
 from gymverse_synth.evaluate.correctness import HOST_FACTORY, check_hosted, verdict
+from gymverse_synth.validation import ValidationConfig, validate_program
 
 GOOD = (Path(__file__).parent / "synth_fixtures" / "good_env.py").read_text()
 OBSERVATION = 'return f"Sort ascending: {self.items}. Answer with \\\\boxed{{swap i j}} (0-based positions).", {}'
@@ -173,3 +174,21 @@ def test_an_env_that_ignores_alarms_is_stopped_at_each_episode_deadline(tmp_path
         random
     )
     assert "120" not in errors
+
+
+RAISERS = {
+    "UnicodeDecodeError": 'b"\\xff".decode("utf-8")',
+    "ExceptionGroup": 'raise ExceptionGroup("several", [ValueError("a"), KeyError("b")])',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RAISERS))
+def test_exceptions_with_their_own_constructor_are_reported_as_themselves(kind: str) -> None:
+    if kind == "ExceptionGroup" and sys.version_info < (3, 11):
+        pytest.skip("ExceptionGroup is a builtin from Python 3.11")
+    source = variant("Raiser", OBS=RAISERS[kind] + "\n        " + OBSERVATION)
+    report = validate_program(source, ValidationConfig(seeds=(0,), timeout=30.0, call_timeout=5.0, memory_mb=600))
+    assert not report.passed and report.stage == "checker"
+    reasons = " | ".join(f.reason for f in report.failures)
+    assert f"raised {kind}" in reasons, reasons
+    assert "TypeError" not in reasons, reasons

@@ -75,14 +75,21 @@ _BUILTIN_ERRORS: dict[str, type[EnvCallError]] = {}
 
 
 def _error_class(name: str) -> type[EnvCallError]:
-    base = getattr(builtins, name, None)
-    bases: tuple[type, ...] = (EnvCallError,)
-    if isinstance(base, type) and issubclass(base, Exception) and base is not Exception:
-        bases = (EnvCallError, base)
-    try:
-        cls = types.new_class(name, bases)
-    except TypeError:  # a builtin with its own C layout (e.g. OSError)
-        cls = types.new_class(name, (EnvCallError,))
+    """A class named `name` deriving from `EnvCallError` and from the builtin of that name, or from its nearest base
+    that can be raised with one message (UnicodeDecodeError needs five arguments: ValueError stands in for it)."""
+    builtin = getattr(builtins, name, None)
+    bases = builtin.__mro__ if isinstance(builtin, type) and issubclass(builtin, Exception) else ()
+    for base in bases:
+        if base is Exception:
+            break
+        try:
+            cls = types.new_class(name, (EnvCallError, base))
+            cls("probe")
+        except TypeError:  # its own C layout (OSError) or constructor (UnicodeDecodeError, ExceptionGroup)
+            continue
+        cls.__module__ = "gymverse.sandbox.hosted.remote"
+        return cls
+    cls = types.new_class(name, (EnvCallError,))
     cls.__module__ = "gymverse.sandbox.hosted.remote"
     return cls
 

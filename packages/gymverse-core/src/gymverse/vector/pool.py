@@ -131,6 +131,8 @@ class EnvSession:
     def _check(self) -> None:
         if self.closed:
             raise VectorError(f"session {self.env_id} is closed")
+        if self._pool.closed:  # misuse, not an env failure: it must not end the episode as the env's fault
+            raise VectorError(f"session {self.env_id}: the pool is closed (EnvPool.close() was called)")
 
     async def close(self) -> None:
         """Close the env and free the pool slot (idempotent)."""
