@@ -244,11 +244,9 @@ def _checker_summary(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _no_oracle(evidence: Mapping[str, Any]) -> bool:
+    # the trusted side's own probe (`probes.env_facts`: solve() raised NotImplementedError), not episode error text
     facts = evidence.get("facts") or {}
-    if "has_oracle" in facts:
-        return not facts["has_oracle"]
-    errors = [e for v in evidence.get("oracle", {}).values() for e in v.get("errors", [])]
-    return bool(errors) and all("NotImplementedError" in e for e in errors)
+    return facts.get("has_oracle") is False
 
 
 def verdict(
