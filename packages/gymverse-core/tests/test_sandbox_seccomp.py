@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, SandboxResult, _seccomp, isolation_support
+from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, SandboxResult, _seccomp
 
 LIMITS = SandboxLimits(timeout=20, memory_mb=512, max_processes=16)
 REPO = Path(__file__).resolve().parents[3]
@@ -42,15 +41,9 @@ out
 """
 
 
-@pytest.fixture(scope="module", params=["bwrap", "ctypes", "pool"])
-def runner(request: pytest.FixtureRequest) -> Iterator[Sandbox | SandboxPool]:
-    if request.param == "bwrap" and not isolation_support()["bwrap"]:
-        pytest.skip("bubblewrap is not installed or not usable here")
-    if request.param == "pool":
-        with SandboxPool(1, LIMITS) as pool:
-            yield pool
-    else:
-        yield Sandbox(LIMITS, backend=request.param)
+@pytest.fixture(scope="module")
+def runner(every_launcher: Sandbox | SandboxPool) -> Sandbox | SandboxPool:
+    return every_launcher
 
 
 def _ok(res: SandboxResult) -> dict[str, object]:

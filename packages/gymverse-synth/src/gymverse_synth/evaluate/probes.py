@@ -259,11 +259,13 @@ class Probe:
                             with deadline(self.episode_timeout, what):
                                 ok, reward_issue = self._play(env, seed, action, low, high)
                     except CallTimeout as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err)})
+                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
+                                        "kind": "hang"})  # fmt: skip
                         hung = True  # one hang per level is enough evidence and all the time we spend
                         break
                     except Exception as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err)})
+                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
+                                        "kind": "crash"})  # fmt: skip
                         continue
                     if reward_issue and len(rewards) < 3:
                         rewards.append({"action": action, "level": level, "seed": seed, "error": reward_issue})
@@ -294,7 +296,7 @@ def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, str |
 def _first_per_action(crashes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for c in crashes:
-        seen.setdefault(c["error"].split(":")[0] + c["action"], c)
+        seen.setdefault(c["kind"] + c["error"].split(":")[0] + c["action"], c)
     return list(seen.values())[:5]
 
 
