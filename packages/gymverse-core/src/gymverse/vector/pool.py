@@ -121,7 +121,10 @@ class EnvSession:
     async def _spot_check(self, seed: int | None) -> None:
         """Play the known-bad answers on a shadow copy of this env (`gymverse.vector.spotcheck`); its failures
         are the shadow's, never this episode's."""
-        slot, timeout = self._slot, self._pool.reset_timeout
+        slot = self._slot
+        # bounded like one call, not a reset plus steps: a shadow that hangs delays this episode by one step's time
+        limits = [t for t in (self._pool.step_timeout, self._pool.reset_timeout) if t]
+        timeout = min(limits) if limits else None
         try:
             accepted = await self._pool._runner.call(timeout, accepts_known_bad, slot.recipe, slot.level, seed,
                                                      limit="reset_timeout")  # fmt: skip
