@@ -80,7 +80,7 @@ def hosted_levels_job(
     levels: Sequence[int],
     seeds: Sequence[int],
     *,
-    timeout: float,
+    timeout: float | None,
     files: dict[str, str] | None = None,
     limits: SandboxLimits | None = None,
     call_timeout: float = 10.0,
@@ -92,8 +92,9 @@ def hosted_levels_job(
     llm_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`levels_job` from the trusted side: the env runs in a sandboxed `EnvHost`, the policy and every deadline
-    here. Each episode gets `episode_timeout`, the whole job `timeout` (then its remaining levels are not run); a
-    host killed at a deadline is replaced for the next level (at most twice). ``policy="llm"`` uses `llm`."""
+    here. Each episode gets `episode_timeout`, the whole job `timeout` (then its remaining levels are not run), each
+    call into the env `call_timeout` (None for the other two: no limit); a host killed at a deadline is replaced for
+    the next level (at most twice). ``policy="llm"`` uses `llm`."""
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
     out: dict[str, Any] = {}

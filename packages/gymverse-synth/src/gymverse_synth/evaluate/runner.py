@@ -166,8 +166,8 @@ class _Jobs:
         kw.update(timeout=dcfg.timeout, files=files, limits=self.host_limits(), call_timeout=ccfg.call_timeout)
         kw.update(readable_paths=self.executor.readable_paths, max_steps=dcfg.max_steps)
         kw.update(record_as=name if record else None, episode_timeout=ccfg.episode_timeout)
-        if policy == "llm":
-            kw.update(llm=self.cfg.llm, llm_options=self.cfg.llm_policy_options)
+        if policy == "llm":  # the model's time is ours, not the env's: only each env call keeps its deadline
+            kw.update(llm=self.cfg.llm, llm_options=self.cfg.llm_policy_options, timeout=None, episode_timeout=None)
         return kw
 
 
