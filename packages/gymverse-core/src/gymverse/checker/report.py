@@ -173,6 +173,11 @@ def crash_result(
     )
 
 
+def describe_error(err: BaseException, limit: int = QUOTE_LIMIT) -> str:
+    """``Type: 'message'``: the exception's (remote) type and its message as a bounded literal (`quote`)."""
+    return f"{error_type(err)}: {quote(err, limit)}"
+
+
 def error_type(err: BaseException) -> str:
     """The name of `err`'s type; for a hosted env's exception, the remote type it was raised as."""
     from gymverse.sandbox.hosted import EnvCallError

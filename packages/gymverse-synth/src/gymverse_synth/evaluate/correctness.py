@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gymverse.checker.report import CheckResult
+from gymverse.checker.report import CheckResult, describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox import SandboxLimits
@@ -162,7 +162,7 @@ def collect_evidence(
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             raise
-        return {"build_error": f"{type(err).__name__}: {err}"[:1000]}
+        return {"build_error": describe_error(err, 900)}
 
     probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
     prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])

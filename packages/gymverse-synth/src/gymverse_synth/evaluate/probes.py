@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from gymverse.checker.report import describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
@@ -31,7 +32,7 @@ _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
 
 def _err(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:300]
+    return describe_error(err, 250)
 
 
 def fingerprint(env: Env, seed: int) -> str:
