@@ -9,6 +9,12 @@ from typing import Any
 
 import gymverse.vector.testing  # noqa: F401 - the vectest: fixture envs (only tests register them)
 import pytest
+from hypothesis import settings
+
+# No per-example time limit: on a loaded 2-core CI machine a 0.3 ms example can take 250 ms, and timings are never
+# a pass/fail criterion here.
+settings.register_profile("gymverse", deadline=None)
+settings.load_profile("gymverse")
 
 # Children inherit an ignored SIGINT (a test run started in the background or under nohup), and tests that
 # interrupt a child (the sandbox host, `serve`, `view`) would then wait for nothing. A Python handler here is reset
@@ -22,6 +28,25 @@ pytest.register_assert_rewrite("gymverse.envs._contract_testing")
 # Under `uv run`, Ray would start every worker through `uv run` as well (seconds per actor, and it packages the
 # work tree); the venv already is the right environment. Ray reads this when it is first imported.
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+#: Limits of the jobs run by `every_launcher`.
+LAUNCHER_LIMITS = {"timeout": 20, "memory_mb": 512, "max_processes": 16}
+
+
+@pytest.fixture(scope="module", params=["bwrap", "ctypes", "pool"])
+def every_launcher(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A `Sandbox` for each fresh-job launcher (bubblewrap skipped where unusable) and a one-worker `SandboxPool`."""
+    from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, isolation_support
+
+    limits = SandboxLimits(**LAUNCHER_LIMITS)
+    if request.param == "bwrap" and not isolation_support()["bwrap"]:
+        pytest.skip("bubblewrap is not installed or not usable here")
+    if request.param == "pool":
+        with SandboxPool(1, limits) as pool:
+            yield pool
+    else:
+        yield Sandbox(limits, backend=request.param)
 
 
 @pytest.fixture(scope="session")

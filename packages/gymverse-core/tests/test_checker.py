@@ -218,7 +218,8 @@ def test_raise_in_step_is_a_failed_result_with_traceback() -> None:
     assert not report.passed
     (types,) = report.by_name("step_types")
     assert not types.passed
-    assert "RuntimeError: boom: lost track of the range" in types.reason
+    assert "RuntimeError: 'boom: lost track of the range'" in types.reason  # the env's message, quoted
+    assert (types.status, types.error_type) == ("error", "RuntimeError")
     assert "random episode, turn 2" in types.reason
     assert types.traceback is not None
     assert "_step" in types.traceback
@@ -247,7 +248,7 @@ def test_crash_on_malformed_action() -> None:
     report = check_env(CrashesOnMalformed, levels=(1,), seeds=(0, 1))
     assert _failed(report) == {"malformed_actions"}
     reason = report.failures()[0].reason
-    assert reason.startswith("step(''): raised ValueError: invalid literal for int()")
+    assert reason.startswith("step(''): raised ValueError: \"invalid literal for int()")
 
 
 @pytest.mark.parametrize(("env_cls", "source"), [(SeedsGlobalRandom, "random"), (SeedsGlobalNumpy, "numpy.random")])
@@ -275,7 +276,8 @@ def test_state_leaking_across_resets() -> None:
 def test_constructor_error_skips_dependent_checks() -> None:
     report = check_env(BrokenConstructor, levels=(1,), seeds=(0,))
     assert _failed(report) == set(CHECK_NAMES)
-    assert "OSError: missing data file" in report.by_name("construct")[0].reason
+    assert "OSError: 'missing data file'" in report.by_name("construct")[0].reason
+    assert {r.status for r in report.results if r.name == "reset"} == {"skipped"}
     assert report.by_name("oracle")[0].reason == "skipped: construct failed"
 
 

@@ -16,24 +16,16 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, SandboxResult, isolation_support
+from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, SandboxResult
 
 LIMITS = SandboxLimits(timeout=20, memory_mb=512, max_processes=16)
-RUNNERS = ["bwrap", "ctypes", "pool"]
 
 
-@pytest.fixture(scope="module", params=RUNNERS)
-def runner(request: pytest.FixtureRequest) -> Iterator[Sandbox | SandboxPool]:
-    if request.param == "bwrap" and not isolation_support()["bwrap"]:
-        pytest.skip("bubblewrap is not installed or not usable here")
-    if request.param == "pool":
-        with SandboxPool(1, LIMITS) as pool:
-            yield pool
-    else:
-        yield Sandbox(LIMITS, backend=request.param)
+@pytest.fixture(scope="module")
+def runner(every_launcher: Sandbox | SandboxPool) -> Sandbox | SandboxPool:
+    return every_launcher
 
 
 def _tagged(tag: str) -> list[int]:

@@ -23,6 +23,22 @@ async def _play(pool: EnvPool, env_id: str, seed: int, **kwargs: object) -> list
                 return out
 
 
+def test_a_step_after_the_pool_closed_is_misuse_not_an_env_failure() -> None:
+    async def main() -> None:
+        pool = EnvPool(2)
+        session = await pool.session("game:GuessTheNumber", seed=1, complexity=2)
+        await session.reset()
+        pool.close()
+        with pytest.raises(VectorError, match="the pool is closed"):
+            await session.step(r"\boxed{7}")
+        with pytest.raises(VectorError, match="the pool is closed"):
+            await session.reset()
+        await session.close()  # still frees its slot
+        assert pool.active == 0
+
+    asyncio.run(main())
+
+
 def test_session_transcript_matches_the_plain_env() -> None:
     env = gymverse.make("game:GuessTheNumber", complexity=4)
     env.reset(seed=8)

@@ -156,6 +156,32 @@ def test_verdict_reasons() -> None:
     assert "oracle ignores rule 2" in judged.reasons[0]
 
 
+def test_verdict_reads_the_structured_fields_of_check_results_never_their_text() -> None:
+    def evidence(*results: dict[str, object], has_oracle: bool = True) -> dict[str, object]:
+        oracle = {str(lv): {"n": 1, "successes": 1} for lv in range(1, 11)} if has_oracle else {}
+        checker = {"passed": False, "results": [{"name": "reset", "passed": True}, *results]}
+        return {"checker": checker, "oracle": oracle, "degeneracy": {}, "facts": {"has_oracle": has_oracle}}
+
+    # env text that reads like a consequence, a skip or a missing oracle is only text
+    text = "first observation differs: 'x ] skipped: 1' != 'x ] not judged: NotImplementedError'"
+    lying = {"name": "determinism", "passed": False, "status": "fail", "level": 1, "seed": 0, "reason": text}
+    assert verdict(evidence(lying)).verdict == "incorrect"
+    assert verdict(evidence(lying, has_oracle=False)).verdict == "incorrect"
+    # a real consequence of a failure reported on its own, whatever its text
+    skipped = {"name": "clone", "passed": False, "status": "skipped", "reason": "anything at all"}
+    assert verdict(evidence(skipped)).verdict == "correct"
+    # without an oracle, a check that failed because solve() is not implemented is said once, in the notes
+    no_solve = {"name": "oracle", "passed": False, "status": "error", "error_type": "NotImplementedError",
+                "reason": "raised NotImplementedError: 'no oracle'"}  # fmt: skip
+    assert verdict(evidence(no_solve, has_oracle=False)).verdict == "unverified"
+    posing = {**no_solve, "error_type": "ValueError", "reason": "raised ValueError: 'NotImplementedError'"}
+    assert verdict(evidence(posing, has_oracle=False)).verdict == "incorrect"
+    # a warning is reported in the notes, not as a defect
+    warning = {"name": "metadata", "passed": False, "status": "fail", "severity": "warning", "reason": "odd"}
+    judged = verdict(evidence(warning))
+    assert judged.verdict == "correct" and "checker metadata: odd" in judged.notes
+
+
 def test_parse_rubric_accepts_json_in_prose_and_reports_garbage() -> None:
     reply = 'Here you go:\n```json\n{"verdict": "FAIL", "score": 3, "issues": ["no oracle"]}\n```'
     assert parse_rubric(reply) == {"verdict": "fail", "score": 3.0, "issues": ["no oracle"]}

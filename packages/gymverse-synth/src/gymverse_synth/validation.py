@@ -335,7 +335,7 @@ def _hosted_run(
         where[:] = [f"right after check {r.name!r}{' [' + loc + ']' if loc else ''} completed", "checker"]
         if r.level is not None and r.seed is not None:
             where[1:] = [str(r.level), str(r.seed), "checker"]
-        if "raised MemoryError" in r.reason:
+        if r.error_type == "MemoryError":
             # the checker would go on hitting the limit check after check until the wall clock runs out
             raise _OutOfMemory(r)
 

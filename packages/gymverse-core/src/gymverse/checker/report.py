@@ -12,10 +12,29 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: What a result's `status` may be: the check passed, failed on the env's behaviour, failed because the env raised,
+#: was not run because an earlier check failed, or was not judged because the call it needed raised.
+STATUSES = ("pass", "fail", "error", "skipped", "not_judged")
+#: How much a failure counts: a ``defect`` makes an env incorrect, a ``warning`` is reported only.
+SEVERITIES = ("defect", "warning")
+#: How much of an env's own text (an exception message) a reason quotes.
+QUOTE_LIMIT = 300
+
+
+def quote(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """`text` as a bounded Python literal: env text inside a reason is data, never read back as our own words."""
+    value = str(text)
+    cut = value if len(value) <= limit else value[:limit]
+    return repr(cut) + ("..." if len(value) > limit else "")
+
 
 @dataclass
 class CheckResult:
-    """Outcome of one check; `level`/`seed` are None for checks that do not depend on them."""
+    """Outcome of one check; `level`/`seed` are None for checks that do not depend on them.
+
+    Verdicts are computed from the structured fields (`status`, `error_type`, `severity`), never from `reason`,
+    which is prose for people and may quote the env's own text.
+    """
 
     name: str
     passed: bool
@@ -25,6 +44,17 @@ class CheckResult:
     #: Short traceback when the check failed because the env raised.
     traceback: str | None = None
     seconds: float = 0.0
+    #: One of `STATUSES`; empty: derived from `passed` (``pass`` / ``fail``).
+    status: str = ""
+    #: The type of the exception the env raised (status ``error``): its remote type for a hosted env.
+    error_type: str | None = None
+    severity: str = "defect"
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES or (self.status == "pass") != self.passed:
+            self.status = "pass" if self.passed else "fail"
+        if self.severity not in SEVERITIES:
+            self.severity = "defect"
 
     @property
     def where(self) -> str:
@@ -51,6 +81,9 @@ class CheckResult:
             seed=data.get("seed"),
             traceback=data.get("traceback"),
             seconds=float(data.get("seconds", 0.0)),
+            status=str(data.get("status", "")),
+            error_type=None if data.get("error_type") is None else str(data["error_type"])[:100],
+            severity=str(data.get("severity", "defect")),
         )
 
 
@@ -126,15 +159,29 @@ def crash_result(
 ) -> CheckResult:
     """A failed result for a check that raised: type, message and the last few frames of the traceback."""
     prefix = f"{context}: " if context else ""
-    msg = str(err)
-    if len(msg) > 300:
-        msg = msg[:300] + "..."
+    kind = error_type(err)
     frames = _tb.format_exception(type(err), err, err.__traceback__, limit=-4)
     return CheckResult(
         name=name,
         passed=False,
-        reason=f"{prefix}raised {type(err).__name__}: {msg}",
+        reason=f"{prefix}raised {kind}: {quote(err)}",
         level=level,
         seed=seed,
         traceback="".join(frames)[-3000:],
+        status="error",
+        error_type=kind,
     )
+
+
+def describe_error(err: BaseException, limit: int = QUOTE_LIMIT) -> str:
+    """``Type: 'message'``: the exception's (remote) type and its message as a bounded literal (`quote`)."""
+    return f"{error_type(err)}: {quote(err, limit)}"
+
+
+def error_type(err: BaseException) -> str:
+    """The name of `err`'s type; for a hosted env's exception, the remote type it was raised as."""
+    from gymverse.sandbox.hosted import EnvCallError
+
+    if isinstance(err, EnvCallError):
+        return err.remote_type
+    return type(err).__name__

@@ -66,7 +66,10 @@ class _Run:
             results = [CheckResult(n, outcomes[n][0], outcomes[n][1], level, seed) for n in names]
         except C.CheckCrash as err:
             first = crash_result(names[0], err.cause, level, seed, context=err.context)
-            rest = [CheckResult(n, False, f"not judged: {err.context} raised", level, seed) for n in names[1:]]
+            rest = [
+                CheckResult(n, False, f"not judged: {err.context} raised", level, seed, status="not_judged")
+                for n in names[1:]
+            ]
             results = [first, *rest]
         except (Exception, SystemExit) as err:  # an env calling sys.exit() must not end the checker
             results = [crash_result(n, err, level, seed) for n in names]
@@ -78,7 +81,7 @@ class _Run:
 
     def skip(self, names: Iterable[str], why: str, level: int | None = None, seed: int | None = None) -> None:
         for n in names:
-            self.add(CheckResult(n, False, f"skipped: {why}", level, seed))
+            self.add(CheckResult(n, False, f"skipped: {why}", level, seed, status="skipped"))
 
 
 def _levels(levels: Iterable[int]) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ import signal
 import sys
 import traceback
 
-from gymverse.sandbox import _isolation, _protocol
+from gymverse.sandbox import _isolation, _protocol, _seccomp
 
 # Not `typing.TYPE_CHECKING`: importing typing would load it into every zygote, and every job's fork copies
 # and every job's exit tears down what a zygote holds.
@@ -123,7 +123,8 @@ def _peak_rss_kb() -> int | None:
 
 def confine(spec: dict[str, Any], inherited: list[str], death_signal: bool = True) -> list[str]:
     """Last steps before untrusted code: session, work dir, rlimits, uid, death signal (unless not
-    `death_signal`), no-new-privs (unless `inherited`); returns the measures applied."""
+    `death_signal`), no-new-privs (unless `inherited`), the seccomp filter (`_seccomp`); returns the measures
+    applied."""
     applied = ["session"]
     with contextlib.suppress(OSError):
         os.setsid()
@@ -141,6 +142,10 @@ def confine(spec: dict[str, Any], inherited: list[str], death_signal: bool = Tru
     if linux and "no-new-privs" not in inherited:
         _isolation.prctl(_isolation.PR_SET_NO_NEW_PRIVS, 1)
         applied.append("no-new-privs")
+    bpf = _seccomp.program() if linux and spec.get("seccomp", True) else None
+    if bpf is not None:  # last: from here on no namespace, io_uring, keyring, ptrace, BPF or mount call works
+        _seccomp.install(bpf)
+        applied.append("seccomp")
     return applied
 
 

@@ -18,7 +18,10 @@ Why each mechanism:
   any directory the job uid could not traverse (e.g. ``/root`` when the interpreter lives in ``/root/.pyenv``);
   the paths the job needs are bind-mounted back read-only. Everything the job writes disappears with its
   namespace: nothing is walked or deleted by path.
-* ``PR_SET_NO_NEW_PRIVS`` so set-uid binaries cannot regain root.
+* A minimal file system: every host directory but the system's (the host's home dirs, checkouts, ``/etc`` but
+  the few files the C library reads, ``/var`` but its temp dirs) is covered the same way, so a job reads its
+  interpreter, its packages, the paths it was given and its work dir, not the host's world-readable files.
+* ``PR_SET_NO_NEW_PRIVS`` so set-uid binaries cannot regain root, then a seccomp filter (`_seccomp`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,15 @@ PR_SET_NO_NEW_PRIVS = 38
 
 #: World-writable places every unprivileged process could otherwise write to.
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
+#: Top-level directories a job keeps seeing: the system's programs and libraries, devices, /proc, /sys, /run
+#: (its lock dir is a temp dir) and the temp dirs (private to each job anyway).
+SYSTEM_DIRS = frozenset(
+    {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "dev", "proc", "sys", "run", "tmp", "var", "etc"}
+)
+#: What of /var a job keeps: its temp dirs (private to each job).
+VAR_KEEP = frozenset({"tmp", "lock", "run"})
+#: The files of /etc the interpreter and the C library read (the rest, /etc/passwd included, is hidden).
+ETC_KEEP = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf", "/etc/mime.types")
 #: uids handed to jobs when we are root: far above any real account, one fresh uid per job.
 UID_BASE = 1_500_000_000
 UID_SPAN = 1 << 24
@@ -148,10 +160,34 @@ def needed_paths(extra: list[str]) -> list[str]:
     return out
 
 
-def plan_masks(keep: list[str]) -> dict[str, list[str]]:
-    """Directories to cover with tmpfs, each with the paths under it to bind back at the same place."""
+def host_data_dirs(keep: list[str]) -> set[str]:
+    """The host's own directories a job has no business reading, even where they are world-readable: every
+    top-level directory but the system ones (`SYSTEM_DIRS`: /home, /root, /srv, /opt, a checkout...), `/etc`
+    (`ETC_KEEP` is bound back) and `/var` but its temp dirs; none that is itself kept or inside a kept path."""
+    found: set[str] = set()
+    for parent, allowed in (("/", SYSTEM_DIRS), ("/var", VAR_KEEP)):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            if name not in allowed and os.path.isdir(path) and not os.path.islink(path):
+                found.add(path)
+    if os.path.isdir("/etc") and not os.path.islink("/etc"):
+        found.add("/etc")
+    return {d for d in found if not any(d == k or d.startswith(k.rstrip("/") + "/") for k in keep)}
+
+
+def plan_masks(keep: list[str], minimal: bool = True) -> dict[str, list[str]]:
+    """Directories to cover with tmpfs, each with the paths under it to bind back at the same place; `minimal`:
+    also the host's data directories (`host_data_dirs`), so a job sees the system, its interpreter and packages,
+    the paths it was given and its own work dir, not the host's files."""
     # realpath: /var/lock is usually a symlink to /run/lock, and mounting over a symlink follows it anyway.
     roots: set[str] = {os.path.realpath(d) for d in TEMP_DIRS if os.path.isdir(d)}
+    if minimal:
+        keep = [*keep, *(f for f in ETC_KEEP if os.path.exists(f))]
+        roots |= host_data_dirs(keep)
     for path in keep:
         parts = path.strip("/").split("/")
         for i in range(1, len(parts)):

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 
-from gymverse.sandbox import _child, _isolation, _protocol
+from gymverse.sandbox import _child, _isolation, _protocol, _seccomp
 
 # Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
 TYPE_CHECKING = False
@@ -178,6 +178,7 @@ def monitor(spec: dict[str, Any], applied: list[str], own_pidns: bool) -> int:
     """Fork the job, watch it until it exits or its deadline, and report its outcome on the result pipe."""
     start = time.monotonic()
     prepare_workdir(spec, applied)
+    _seccomp.program()  # built here, once: the job only installs it
     value_r, value_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the job

@@ -39,7 +39,7 @@ import socket
 import sys
 import time
 
-from gymverse.sandbox import _child, _isolation, _monitor, _protocol
+from gymverse.sandbox import _child, _isolation, _monitor, _protocol, _seccomp
 
 # Not `typing.TYPE_CHECKING`: no `typing` in a zygote (see `_child`).
 TYPE_CHECKING = False
@@ -73,6 +73,7 @@ def main(sock_fd: int) -> None:
     _child.drop_stubs()
     for name in init.get("preload", []):
         importlib.import_module(name)
+    _seccomp.program()  # built once here; every forked job only installs it
     # What every job's environment starts from (see `_child.run_job`): set once here, not per job.
     os.environ.clear()
     os.environ.update(_child.BASE_ENV)

@@ -70,26 +70,46 @@ class EnvCallError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
-_ERROR_CLASSES: dict[str, type[EnvCallError]] = {}
+#: Classes for the builtin exception names: a fixed set, so sharing them across hosts holds no env's state.
+_BUILTIN_ERRORS: dict[str, type[EnvCallError]] = {}
 
 
-def remote_error(type_name: Any, message: Any, traceback: Any = None) -> EnvCallError:
-    """The exception to raise for an env's remote exception (class named after it, builtin base kept)."""
+def _error_class(name: str) -> type[EnvCallError]:
+    """A class named `name` deriving from `EnvCallError` and from the builtin of that name, or from its nearest base
+    that can be raised with one message (UnicodeDecodeError needs five arguments: ValueError stands in for it)."""
+    builtin = getattr(builtins, name, None)
+    bases = builtin.__mro__ if isinstance(builtin, type) and issubclass(builtin, Exception) else ()
+    for base in bases:
+        if base is Exception:
+            break
+        try:
+            cls = types.new_class(name, (EnvCallError, base))
+            cls("probe")
+        except TypeError:  # its own C layout (OSError) or constructor (UnicodeDecodeError, ExceptionGroup)
+            continue
+        cls.__module__ = "gymverse.sandbox.hosted.remote"
+        return cls
+    cls = types.new_class(name, (EnvCallError,))
+    cls.__module__ = "gymverse.sandbox.hosted.remote"
+    return cls
+
+
+def remote_error(
+    type_name: Any, message: Any, traceback: Any = None, table: dict[str, type[EnvCallError]] | None = None
+) -> EnvCallError:
+    """The exception to raise for an env's remote exception (class named after it, builtin base kept).
+
+    Builtin names always map to their class; other names are cached in `table`, the calling host's own (at most
+    `MAX_NAMES`), so an env that raises thousands of made-up types changes nothing for another env.
+    """
     name = str(type_name)[:100] if isinstance(type_name, str) and type_name.isidentifier() else "EnvCallError"
-    cls = _ERROR_CLASSES.get(name)
+    builtin = isinstance(getattr(builtins, name, None), type)
+    cache = _BUILTIN_ERRORS if builtin else table
+    cls = cache.get(name) if cache is not None else None
     if cls is None:
-        base = getattr(builtins, name, None)
-        cls = EnvCallError
-        if len(_ERROR_CLASSES) < MAX_NAMES:
-            bases: tuple[type, ...] = (EnvCallError,)
-            if isinstance(base, type) and issubclass(base, Exception) and base is not Exception:
-                bases = (EnvCallError, base)
-            try:
-                cls = types.new_class(name, bases)
-            except TypeError:  # a builtin with its own C layout (e.g. OSError)
-                cls = types.new_class(name, (EnvCallError,))
-            cls.__module__ = "gymverse.sandbox.hosted.remote"
-            _ERROR_CLASSES[name] = cls
+        cls = _error_class(name)
+        if cache is not None and (builtin or len(cache) < MAX_NAMES):
+            cache[name] = cls
     err = cls(str(message)[:2000])
     err.remote_type = name
     if isinstance(traceback, str) and traceback:
@@ -133,6 +153,8 @@ class _Session:
         self.seq = 0
         self.fresh = True
         self.garbage: list[int] = []
+        #: This host's exception classes by remote name (`remote_error`).
+        self.errors: dict[str, type[EnvCallError]] = {}
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._supervise, name="gymverse-env-host", daemon=True)
         self.thread.start()
@@ -165,7 +187,7 @@ class _Session:
             self.fresh = False
         if answer.get("ok") is True:
             return answer
-        raise remote_error(answer.get("type"), answer.get("message"), answer.get("traceback"))
+        raise remote_error(answer.get("type"), answer.get("message"), answer.get("traceback"), self.errors)
 
     def _ends(self, timeout: float, what: str) -> tuple[float, BaseException]:
         now = time.monotonic()
@@ -301,7 +323,7 @@ class Played:
         return self.error is not None and self.error.remote_type == "CallTimeout"
 
 
-def _played(value: Any, what: str) -> Played:
+def _played(value: Any, what: str, session: _Session) -> Played:
     if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
         raise EnvHostError(f"the env host answered {what} in the wrong form")
     steps: list[tuple[Any, Any]] = []
@@ -311,7 +333,9 @@ def _played(value: Any, what: str) -> Played:
         res = entry[1]
         steps.append((entry[0], StepResult(*res) if isinstance(res, tuple) and len(res) == 5 else res))
     error = value.get("error")
-    err = remote_error(*error) if isinstance(error, list | tuple) and len(error) == 3 else None
+    err = None
+    if isinstance(error, list | tuple) and len(error) == 3:
+        err = remote_error(error[0], error[1], error[2], session.errors)
     return Played(value.get("reset"), steps, err)
 
 
@@ -356,7 +380,7 @@ class HostedEnv(Env):
             except CodecError as err:
                 raise EnvHostError(f"the env host reported a malformed {name}: {err}") from None
         if isinstance(raw, list) and len(raw) == 3 and raw[0] == "err":
-            raise remote_error(raw[1], f"{raw[2]}")
+            raise remote_error(raw[1], f"{raw[2]}", table=self._session.errors)
         raise EnvHostError(f"the env host did not report {name}")
 
     def _synced(self, name: str) -> Any:
@@ -496,7 +520,7 @@ class HostedEnv(Env):
         article = "an" if policy == "oracle" else "a"
         what = f"{article} {policy} episode" + (f" (seed {seed})" if reset else "")
         answer = self._call("play", [seed, reset, policy, action, limit], what, calls=2)
-        return _played(self._value(answer, what), what)
+        return _played(self._value(answer, what), what, self._session)
 
     def plays(
         self, episodes: Sequence[tuple[int, str, str | None]], timeout: float, limit: int | None = None
@@ -509,7 +533,7 @@ class HostedEnv(Env):
         value = self._value(self._call("plays", args, what, calls=len(episodes) + 1), what)
         if not isinstance(value, list) or len(value) != len(episodes):
             raise EnvHostError(f"the env host answered {what} in the wrong form")
-        return [None if v is None else _played(v, what) for v in value]
+        return [None if v is None else _played(v, what, self._session) for v in value]
 
     def resets(self, seeds: Sequence[int], look: int = 0, timeout: float = 0.0) -> list[tuple[str, Any]]:
         """``reset(seed)`` for each seed in one request, each within `timeout` (0: no limit): per seed ``("ok",
@@ -527,7 +551,7 @@ class HostedEnv(Env):
             if isinstance(item, list) and item[:1] == ["ok"]:
                 out.append(("ok", (str(item[1]), item[2]) if len(item) == 3 else None))
             elif isinstance(item, list) and len(item) == 3 and item[0] == "err":
-                out.append(("error", remote_error(item[1], item[2])))
+                out.append(("error", remote_error(item[1], item[2], table=self._session.errors)))
             elif isinstance(item, list) and len(item) == 2 and item[0] == "hang":
                 out.append(("hang", str(item[1])[:500]))
             else:

@@ -36,6 +36,7 @@ def build_spec(
     env: Mapping[str, str] | None = None,
     drop_privileges: bool = True,
     readable_paths: Sequence[str] = (),
+    seccomp: bool = True,
 ) -> dict[str, Any]:
     """The JSON job description a child executes (validated here so bad input fails in the caller)."""
     if mode == "source":
@@ -62,6 +63,7 @@ def build_spec(
         "uid": uid,
         "sys_path": [_supervise.package_root(), *(p for p in sys.path if p)],
         "readable_paths": [str(p) for p in readable_paths],
+        "seccomp": bool(seccomp),
     }
     try:
         json.dumps(spec)
@@ -146,6 +148,7 @@ class _SpecRunner:
     limits: SandboxLimits
     drop_privileges: bool
     readable_paths: list[str]
+    seccomp: bool = True
 
     def _submit(self, spec: dict[str, Any], files: Mapping[str, str | bytes] | None) -> SandboxResult:
         raise NotImplementedError
@@ -166,6 +169,7 @@ class _SpecRunner:
             env=env,
             drop_privileges=self.drop_privileges,
             readable_paths=self.readable_paths,
+            seccomp=self.seccomp,
         )
         return self._submit(spec, files)
 
@@ -189,6 +193,7 @@ class _SpecRunner:
             env=env,
             drop_privileges=self.drop_privileges,
             readable_paths=self.readable_paths,
+            seccomp=self.seccomp,
         )
         return self._submit(spec, files)
 
@@ -199,7 +204,9 @@ class Sandbox(_SpecRunner):
     ``drop_privileges`` (default on) gives each job its own unprivileged uid when we run as root; this is what
     makes the process limit and the kill-everything-on-exit guarantee hold for root. ``readable_paths`` are extra
     paths the job must be able to read (the interpreter and ``sys.path`` are always made readable). ``backend``
-    picks the launcher (see `Backend`); ``SandboxResult.isolation[0]`` says which one ran.
+    picks the launcher (see `Backend`); ``SandboxResult.isolation[0]`` says which one ran. ``seccomp=False``
+    leaves out the seccomp filter (`gymverse.sandbox._seccomp`), e.g. for a trusted job that starts sandboxes of
+    its own, which needs namespaces.
     """
 
     def __init__(
@@ -209,6 +216,7 @@ class Sandbox(_SpecRunner):
         drop_privileges: bool = True,
         readable_paths: Sequence[str] = (),
         backend: Backend = "auto",
+        seccomp: bool = True,
     ) -> None:
         if backend not in ("auto", "bwrap", "ctypes"):
             raise ValueError(f"Sandbox backend must be 'auto', 'bwrap' or 'ctypes', got {backend!r}")
@@ -216,6 +224,7 @@ class Sandbox(_SpecRunner):
         self.drop_privileges = drop_privileges
         self.readable_paths = list(readable_paths)
         self.backend: Backend = backend
+        self.seccomp = seccomp
 
     def _submit(self, spec: dict[str, Any], files: Mapping[str, str | bytes] | None) -> SandboxResult:
         return execute(spec, files, self.backend)

@@ -26,6 +26,7 @@ from gymverse.vector.base import base_seeds, check_step_timeout
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import StepTimeout, VectorError
 from gymverse.vector.slot import EnvRecipe, EnvSlot, WrapperFn
+from gymverse.vector.spotcheck import DEFAULT_EVERY, SpotChecks, accepts_known_bad
 
 
 class _Limiter:
@@ -111,9 +112,25 @@ class EnvSession:
             _, reset_seed = slot.prepare_reset()
             obs, info = await self._call("reset", reset_seed)
             slot.reset_done(slot._env())
-            return obs, {**info, "complexity": slot.level}
         except Exception as exc:
             return slot.reset_failed(exc)
+        if self._pool.spot_checks.due(self.env_id):
+            await self._spot_check(reset_seed)
+        return obs, {**info, "complexity": slot.level}
+
+    async def _spot_check(self, seed: int | None) -> None:
+        """Play the known-bad answers on a shadow copy of this env (`gymverse.vector.spotcheck`); its failures
+        are the shadow's, never this episode's."""
+        slot = self._slot
+        # bounded like one call, not a reset plus steps: a shadow that hangs delays this episode by one step's time
+        limits = [t for t in (self._pool.step_timeout, self._pool.reset_timeout) if t]
+        timeout = min(limits) if limits else None
+        try:
+            accepted = await self._pool._runner.call(timeout, accepts_known_bad, slot.recipe, slot.level, seed,
+                                                     limit="reset_timeout")  # fmt: skip
+        except Exception:  # a shadow that raises or hangs is no evidence either way
+            return
+        self._pool.spot_checks.record(self.env_id, accepted)
 
     async def step(self, action: str) -> StepResult:
         """Apply one action; env failures end the episode (truncated, ``info["error"]``) instead of raising."""
@@ -131,6 +148,8 @@ class EnvSession:
     def _check(self) -> None:
         if self.closed:
             raise VectorError(f"session {self.env_id} is closed")
+        if self._pool.closed:  # misuse, not an env failure: it must not end the episode as the env's fault
+            raise VectorError(f"session {self.env_id}: the pool is closed (EnvPool.close() was called)")
 
     async def close(self) -> None:
         """Close the env and free the pool slot (idempotent)."""
@@ -158,6 +177,8 @@ class EnvPool:
     """Hands out `EnvSession`s, at most `max_concurrency` open at once (further `session()` calls wait).
 
     Step and reset timeouts are on by default (`DEFAULT_STEP_TIMEOUT`, `DEFAULT_RESET_TIMEOUT`); None disables one.
+    Every `spot_check_every`-th episode of an env id (the first included) also plays known-bad answers on a shadow
+    copy of its env (`gymverse.vector.spotcheck`, `flagged`).
     """
 
     def __init__(
@@ -168,6 +189,7 @@ class EnvPool:
         step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
         reset_timeout: float | None = DEFAULT_RESET_TIMEOUT,
         wrappers: Sequence[WrapperFn] = (),
+        spot_check_every: int | None = DEFAULT_EVERY,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -181,6 +203,12 @@ class EnvPool:
         self._count_lock = threading.Lock()
         self.active = 0
         self.closed = False
+        #: Known-bad-answer spot checks of the sessions' envs (`gymverse.vector.spotcheck`); None/0: off.
+        self.spot_checks = SpotChecks(spot_check_every)
+
+    def flagged(self) -> dict[str, list[str]]:
+        """Env ids that accepted a known-bad answer in a spot check (they may behave only when evaluated)."""
+        return self.spot_checks.flagged()
 
     def _recipe(self, env_id: str, kwargs: Mapping[str, Any]) -> EnvRecipe:
         key = (env_id, tuple(sorted(kwargs.items())))

@@ -72,6 +72,10 @@ class EnvRecipe:
 
     def build(self) -> Env:
         """Construct the env and apply the wrappers, innermost first."""
+        # The env host's module is loaded wherever envs are built for training too, so an env cannot tell
+        # evaluation (hosted in a sandbox) from training by looking for it (see `gymverse.vector.spotcheck`).
+        import gymverse.sandbox.env_host  # noqa: F401
+
         factory = self.entry_point
         if isinstance(factory, str):
             try:

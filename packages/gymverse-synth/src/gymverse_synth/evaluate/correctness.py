@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gymverse.checker.report import CheckResult, describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox import SandboxLimits
@@ -117,16 +118,21 @@ def check_hosted(
     limits: SandboxLimits | None = None,
     call_timeout: float = 10.0,
     readable_paths: Sequence[str] = (),
+    job_timeout: float | None = None,
     **plan: Any,
 ) -> dict[str, Any]:
     """Trusted side for the sandbox executor: the env runs in a sandboxed `EnvHost`, every check runs here.
 
-    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`).
+    `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`); `job_timeout`: the whole
+    run's deadline, kept here (the host is killed when it passes, whatever its own limits).
     """
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
     try:
-        out = collect_evidence(host.make, ref, **plan)
+        with deadline(job_timeout, "the correctness job"):
+            out = collect_evidence(host.make, ref, **plan)
+    except CallTimeout as err:
+        out = {"error": str(err)}
     finally:
         host.close()
     out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}
@@ -156,7 +162,7 @@ def collect_evidence(
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             raise
-        return {"build_error": f"{type(err).__name__}: {err}"[:1000]}
+        return {"build_error": describe_error(err, 900)}
 
     probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
     prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
@@ -212,12 +218,24 @@ def _episodes(
             env.close()
 
 
+def _failures(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every failed result in run order, with its structured fields as the checker wrote them."""
+    out = []
+    for r in report.get("results", []):
+        if isinstance(r, Mapping) and not r.get("passed"):
+            out.append(CheckResult.from_dict({"name": "", "passed": False, **r}).to_dict())
+    return out
+
+
+def _shown(r: Mapping[str, Any]) -> str:
+    where = " ".join(f"{k}={r[k]}" for k in ("level", "seed") if r.get(k) is not None)
+    return f"[{where}] {r['reason']}" if where else str(r["reason"])
+
+
 def _checker_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     failed: dict[str, str] = {}
-    for r in report.get("results", []):
-        if not r.get("passed") and r["name"] not in failed:
-            where = " ".join(f"{k}={r[k]}" for k in ("level", "seed") if r.get(k) is not None)
-            failed[r["name"]] = f"[{where}] {r.get('reason', '')}" if where else str(r.get("reason", ""))
+    for r in _failures(report):
+        failed.setdefault(r["name"], _shown(r))
     out: dict[str, Any] = {"passed": bool(report.get("passed")), "n_checks": len(report.get("results", []))}
     out["failed"] = failed
     if report.get("error"):
@@ -226,11 +244,9 @@ def _checker_summary(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _no_oracle(evidence: Mapping[str, Any]) -> bool:
+    # the trusted side's own probe (`probes.env_facts`: solve() raised NotImplementedError), not episode error text
     facts = evidence.get("facts") or {}
-    if "has_oracle" in facts:
-        return not facts["has_oracle"]
-    errors = [e for v in evidence.get("oracle", {}).values() for e in v.get("errors", [])]
-    return bool(errors) and all("NotImplementedError" in e for e in errors)
+    return facts.get("has_oracle") is False
 
 
 def verdict(
@@ -248,12 +264,16 @@ def verdict(
     if checker.get("error"):
         reasons.append(f"checker: {checker['error']}")
     gem = evidence.get("facts", {}).get("contract") == "gem"
-    for name, why in checker["failed"].items():
-        if "NotImplementedError" in why and (no_oracle or found.no_random_action):
+    # decided from each result's structured fields; its reason (which may quote the env) is only displayed
+    counted: dict[tuple[str, str], str] = {}
+    for r in _failures(evidence.get("checker", {})):
+        if r["error_type"] == "NotImplementedError" and (no_oracle or found.no_random_action):
             continue  # no oracle / no random action: said once in the notes, not as a defect of every check
-        if why.split("] ")[-1].startswith(("skipped:", "not judged:")) or (gem and name in GEM_EXEMPT_CHECKS):
+        if r["status"] in ("skipped", "not_judged") or (gem and r["name"] in GEM_EXEMPT_CHECKS):
             continue  # consequences of a failure reported on its own, or GymVerse-only contract points
-        reasons.append(f"checker {name}: {why}")
+        counted.setdefault((r["severity"], r["name"]), _shown(r))
+    for (severity, name), why in counted.items():
+        (reasons if severity == "defect" else notes).append(f"checker {name}: {why}")
     oracle = {lvl: {"n": int(v["n"]), "successes": int(v["successes"])} for lvl, v in evidence["oracle"].items()}
     unsolved = [lvl for lvl, v in oracle.items() if v["successes"] < v["n"] or v["n"] == 0]
     if unsolved and not no_oracle:

@@ -15,8 +15,8 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ class Embedder(Protocol):
         ...
 
 
+_T = TypeVar("_T")
 _MODEL_LOCK = threading.Lock()
 _MODEL_CACHE: dict[str, Any] = {}
 
@@ -269,6 +270,34 @@ def _pairs(names: Sequence[str], sim: np.ndarray, threshold: float, kind: str) -
     ]
 
 
+def _contained(entry: EnvEntry, result: DiversityResult, fn: Callable[[str], _T], empty: _T) -> _T:
+    """`fn(entry.source)`, or `empty` and a finding for this env when its program defeats the analysis (e.g. a
+    1,500-term expression makes the recursive AST functions raise RecursionError): one file never ends the report."""
+    if entry.name in result.env_errors:
+        return empty
+    try:
+        return fn(entry.source)
+    except (RecursionError, MemoryError, ValueError, TypeError) as err:
+        result.env_errors[entry.name] = f"its program could not be analysed: {type(err).__name__}: {err}"[:300]
+        return empty
+
+
+def _digest(entry: EnvEntry, result: DiversityResult) -> str:
+    return _contained(entry, result, program_digest, "") or entry.description
+
+
+def _structures(entries: Sequence[EnvEntry], result: DiversityResult) -> tuple[list[Counter[str]], list[set[str]]]:
+    """AST n-gram profiles and statement shingles of every entry (empty for a program that defeats them)."""
+    no_ngrams: Counter[str] = Counter()
+    no_shingles: set[str] = set()
+    ngrams = [_contained(e, result, ast_ngrams, no_ngrams) for e in entries]
+    shingles = [_contained(e, result, statement_shingles, no_shingles) for e in entries]
+    empty = [i for i, e in enumerate(entries) if e.name in result.env_errors]
+    for i in empty:  # a failure in the second pass leaves nothing of the first
+        ngrams[i], shingles[i] = Counter(), set()  # fresh: the shared empties above must stay empty
+    return ngrams, shingles
+
+
 def evaluate_diversity(
     entries: Sequence[EnvEntry],
     embedder: Embedder | None = None,
@@ -284,7 +313,7 @@ def evaluate_diversity(
         return result
     try:
         desc = emb.embed([e.description or e.name.split(":")[-1] for e in entries])
-        prog = emb.embed([program_digest(e.source) or e.description for e in entries])
+        prog = emb.embed([_digest(e, result) for e in entries])
     except Exception as err:  # e.g. a broken model install: keep the structural metrics
         result.error = f"embedding failed: {type(err).__name__}: {err}"[:500]
         desc = prog = HashingEmbedder().embed([e.description for e in entries])
@@ -293,12 +322,12 @@ def evaluate_diversity(
     result.embedding = {
         key: {"mean_cosine_distance": mean_pairwise_distance(s), "vendi": vendi_score(s)} for key, s in sims.items()
     }
-    ast_sim = profile_similarity([ast_ngrams(e.source) for e in entries])
-    has_src = [bool(e.source) for e in entries]
+    ngrams, shingles = _structures(entries, result)
+    ast_sim = profile_similarity(ngrams)
+    has_src = [bool(e.source) and e.name not in result.env_errors for e in entries]
     for i, j in zip(*np.triu_indices(len(entries), k=1)):
         if not (has_src[i] and has_src[j]):
             ast_sim[i, j] = ast_sim[j, i] = 0.0
-    shingles = [statement_shingles(e.source) for e in entries]
     stmt_sim = np.eye(len(entries))
     for i, j in zip(*np.triu_indices(len(entries), k=1)):
         stmt_sim[i, j] = stmt_sim[j, i] = shingle_similarity(shingles[i], shingles[j])

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
@@ -145,24 +146,32 @@ class SandboxExecutor:
     hosts_envs = True
 
     def __init__(self, workers: int = 2, readable_paths: Sequence[str] = (), memory_mb: int = 2048) -> None:
-        from gymverse.sandbox import SandboxLimits, SandboxPool
+        from gymverse.sandbox import SandboxLimits
 
         self.workers = max(1, workers)
         self.readable_paths = list(readable_paths)
         self._limits_cls = SandboxLimits
         self._memory_mb = memory_mb
-        self._pool = SandboxPool(
-            self.workers,
-            SandboxLimits(timeout=300.0, memory_mb=memory_mb),
-            preload=list(PRELOAD),
-            readable_paths=list(readable_paths),
-        )
+        self._pool: Any = None
+        self._pool_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(self.workers)
+
+    def _workers(self) -> Any:
+        """The sandbox pool, started on the first `submit`: `gymverse evaluate` hosts every env (`submit_trusted`)
+        and never needs it."""
+        from gymverse.sandbox import SandboxPool
+
+        with self._pool_lock:
+            if self._pool is None:
+                limits = self._limits_cls(timeout=300.0, memory_mb=self._memory_mb)
+                paths = self.readable_paths
+                self._pool = SandboxPool(self.workers, limits, preload=list(PRELOAD), readable_paths=paths)
+            return self._pool
 
     def _run(self, target: str, kwargs: dict[str, Any], timeout: float, files: dict[str, str]) -> JobResult:
         limits = self._limits_cls(timeout=timeout, memory_mb=self._memory_mb)
         try:
-            res = self._pool.call(target, kwargs=kwargs, limits=limits, files=files)
+            res = self._workers().call(target, kwargs=kwargs, limits=limits, files=files)
         except Exception as err:
             return {"error": f"sandbox failure: {type(err).__name__}: {err}"}
         if res.ok and isinstance(res.return_value, dict):
@@ -187,11 +196,12 @@ class SandboxExecutor:
     def close(self) -> None:
         """Stop the sandbox workers."""
         self._threads.shutdown(wait=True)
-        self._pool.close()
+        if self._pool is not None:
+            self._pool.close()
 
 
 def make_executor(kind: str, workers: int | None = None, readable_paths: Sequence[str] = ()) -> Executor:
-    """Build an executor by name; ``sandbox`` falls back to ``process`` (with a note) if the pool cannot start."""
+    """Build an executor by name; ``sandbox`` falls back to ``process`` (with a note) if it cannot be set up."""
     n = workers or os.cpu_count() or 1
     if kind == "inline":
         return InlineExecutor(n)

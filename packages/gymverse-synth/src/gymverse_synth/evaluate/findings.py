@@ -95,7 +95,7 @@ def _constants(f: Findings, probes: Mapping[str, Any], random_rates: Mapping[str
             f"({wrong['instances']} of {wrong['of']} probed instances have two different winning answers)",
         )
     for crash in probes.get("step_crashes", []):
-        kind = "hang" if "did not finish" in crash["error"] else "crash"
+        kind = "hang" if crash.get("kind") == "hang" else "crash"  # set by the probe, not read from the text
         verb = "hangs" if kind == "hang" else "crashes"
         f.add(
             kind, f"step {verb} on {crash['action']} at level {crash['level']} seed {crash['seed']}: {crash['error']}"

@@ -1,4 +1,10 @@
-"""Worker-side jobs (run inside sandbox or process workers): JSON arguments in, a JSON dict out."""
+"""Episode jobs: JSON arguments in, a JSON dict out.
+
+`episodes_job`/`levels_job` run inside process workers, next to the env (their per-episode deadlines are alarms in
+that process; the job's own timeout is enforced by the executor). `hosted_levels_job` is the sandbox executor's:
+it runs in the trusted process against the env hosted in a sandbox, so every deadline (each episode, the whole job)
+is kept here and ends with the host killed; an env that handles or ignores signals cannot stretch its time.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.deadline import deadline
+from gymverse.deadline import CallTimeout, deadline
+from gymverse.sandbox import SandboxLimits
+from gymverse.sandbox.hosted import EnvHost
 
-from gymverse_synth.evaluate.policies import make_policy, run_episodes
+from gymverse_synth.evaluate.policies import LLMPolicy, Policy, make_policy, run_episodes
 from gymverse_synth.evaluate.suites import build_env
 
 
@@ -62,4 +70,70 @@ def levels_job(
     }
 
 
-__all__ = ["episodes_job", "levels_job"]
+#: What a hosted difficulty job builds envs with (as correctness does).
+HOST_FACTORY = "gymverse.loader:build_from_ref"
+
+
+def hosted_levels_job(
+    ref: str,
+    policy: str,
+    levels: Sequence[int],
+    seeds: Sequence[int],
+    *,
+    timeout: float | None,
+    files: dict[str, str] | None = None,
+    limits: SandboxLimits | None = None,
+    call_timeout: float = 10.0,
+    readable_paths: Sequence[str] = (),
+    max_steps: int | None = None,
+    record_as: str | None = None,
+    episode_timeout: float | None = None,
+    llm: Any = None,
+    llm_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`levels_job` from the trusted side: the env runs in a sandboxed `EnvHost`, the policy and every deadline
+    here. Each episode gets `episode_timeout`, the whole job `timeout` (then its remaining levels are not run), each
+    call into the env `call_timeout` (None for the other two: no limit); a host killed at a deadline is replaced for
+    the next level (at most twice). ``policy="llm"`` uses `llm`."""
+    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
+                   readable_paths=readable_paths, prestart=True)  # fmt: skip
+    out: dict[str, Any] = {}
+    try:
+        with deadline(timeout, f"the {policy} episodes job"):
+            for lv in levels:
+                play = _policy(policy, llm, llm_options)
+                out[str(lv)] = _hosted_level(host, play, lv, seeds, max_steps, record_as, episode_timeout)
+    except CallTimeout as err:  # the whole job's time is up: the level it was in and the rest are not run
+        for lv in levels:
+            out.setdefault(str(lv), {"error": f"not run: {err}"[:500]})
+    finally:
+        host.close()
+    return {"levels": out}
+
+
+def _policy(spec: str, llm: Any, options: dict[str, Any] | None) -> Policy:
+    return LLMPolicy(llm, **(options or {})) if spec == "llm" else make_policy(spec)
+
+
+def _hosted_level(
+    host: EnvHost,
+    policy: Policy,
+    level: int,
+    seeds: Sequence[int],
+    max_steps: int | None,
+    record_as: str | None,
+    episode_timeout: float | None,
+) -> dict[str, Any]:
+    try:
+        env = host.make(level)
+    except Exception as err:
+        return {"error": f"cannot build env at level {level}: {type(err).__name__}: {err}"[:1000]}
+    try:
+        meta = {"policy": policy.name, "level": level}
+        episodes = run_episodes(env, policy, list(seeds), max_steps, record_as, meta, timeout=episode_timeout)
+    finally:
+        env.close()
+    return {"episodes": [e.to_dict() for e in episodes]}
+
+
+__all__ = ["episodes_job", "hosted_levels_job", "levels_job"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from gymverse.checker.report import describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
@@ -208,6 +209,8 @@ class Episode:
     total_reward: float
     error: str | None = None
     trajectory: Trajectory | None = None
+    #: It ended at its deadline (set by us, never read from `error`, which may quote the env).
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the trajectory, when recorded, under ``"trajectory"`` as its JSONL record)."""
@@ -240,7 +243,8 @@ def run_episode(
         with deadline(timeout, f"episode (seed {seed})"):
             return _play(env, policy, seed, max_steps, record)
     except CallTimeout as err:
-        return _recorded(Episode(seed, False, 0, 0.0, error=f"timeout: {err}"), record, "", truncated=True)
+        timeout_ep = Episode(seed, False, 0, 0.0, error=f"timeout: {err}", timed_out=True)
+        return _recorded(timeout_ep, record, "", truncated=True)
 
 
 def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Trajectory | None) -> Episode:
@@ -267,7 +271,7 @@ def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Tr
                 return _recorded(ep, record, obs, truncated=res.truncated and not res.terminated)
         ep = Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
     except Exception as err:
-        ep = Episode(seed, False, turns, total, error=f"{type(err).__name__}: {err}"[:500])
+        ep = Episode(seed, False, turns, total, error=describe_error(err))
     return _recorded(ep, record, obs, truncated=True)
 
 
@@ -276,32 +280,32 @@ def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) 
     try:
         return _judged(env, env.play(policy, seed=seed, limit=max_steps), seed, max_steps)
     except Exception as err:
-        return Episode(seed, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500])
+        return Episode(seed, False, 0, 0.0, error=describe_error(err))
 
 
 def _hosted_episodes(
     env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float | None
 ) -> list[Episode]:
-    """`run_episodes` of a scripted policy in one request to the env's host, judged here like `_play` judges."""
-    try:
-        with deadline(timeout * len(seeds) if timeout else None, f"{len(seeds)} episodes"):
-            played = env.plays([(s, policy, None) for s in seeds], timeout or 0.0, limit=max_steps)
-    except CallTimeout as err:  # the host ignored its own per-episode alarm; it was stopped
-        first = [Episode(seeds[0], False, 0, 0.0, error=f"timeout: {err}")] if seeds else []
-        return first + [Episode(x, False, 0, 0.0, error=f"not run: seed {seeds[0]} timed out") for x in seeds[1:]]
-    except Exception as err:
-        return [Episode(s, False, 0, 0.0, error=f"{type(err).__name__}: {err}"[:500]) for s in seeds]
+    """`run_episodes` of a scripted policy, one request per episode, judged here like `_play` judges.
+
+    Each episode's deadline is kept here, on the trusted side: an env that handles or ignores the alarms of its own
+    process still has its host killed when the episode's time is up (one request per episode, so a hang is found
+    after one `timeout`, not after the whole batch's)."""
     out: list[Episode] = []
-    hung = None
-    for seed, item in zip(seeds, played):
-        if item is None:
-            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
-        elif item.timed_out:
-            hung = seed
-            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: episode (seed {seed}) did not finish within "
-                                                          f"{timeout:g}s"))  # fmt: skip
-        else:
-            out.append(_judged(env, item, seed, max_steps))
+    for i, seed in enumerate(seeds):
+        try:
+            with deadline(timeout, f"episode (seed {seed})"):
+                played = env.play(policy, seed=seed, limit=max_steps)
+        except CallTimeout as err:  # the host was stopped: the rest of this level is not run
+            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: {err}", timed_out=True))
+            out += [
+                Episode(x, False, 0, 0.0, error=f"not run: seed {seed} of this level timed out") for x in seeds[i + 1 :]
+            ]
+            break
+        except Exception as err:
+            out.append(Episode(seed, False, 0, 0.0, error=describe_error(err)))
+            continue
+        out.append(_judged(env, played, seed, max_steps))
     return out
 
 
@@ -319,7 +323,7 @@ def _judged(env: HostedEnv, item: Any, seed: int, max_steps: int | None) -> Epis
         limit = max_steps if max_steps is not None else env.max_turns + 1
         return Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
     except Exception as err:
-        return Episode(seed, False, turns, total, error=f"{type(err).__name__}: {err}"[:500])
+        return Episode(seed, False, turns, total, error=describe_error(err))
 
 
 def _recorded(ep: Episode, record: Trajectory | None, final_observation: str, truncated: bool) -> Episode:
@@ -349,7 +353,7 @@ def run_episodes(
         record = None if record_as is None else Trajectory(record_as, s, 0, metrics=dict(metrics or {}))
         ep = run_episode(env, policy, s, max_steps, record, timeout)
         out.append(ep)
-        if ep.error and ep.error.startswith("timeout:"):
+        if ep.timed_out:
             skipped = f"not run: seed {s} of this level timed out"
             out += [Episode(x, False, 0, 0.0, error=skipped) for x in seeds[i + 1 :]]
             break

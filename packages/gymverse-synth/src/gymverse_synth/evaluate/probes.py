@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from gymverse.checker.report import describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
@@ -31,7 +32,7 @@ _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
 
 def _err(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:300]
+    return describe_error(err, 250)
 
 
 def fingerprint(env: Env, seed: int) -> str:
@@ -199,18 +200,22 @@ class Probe:
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-        """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when
-        the request failed: then the episodes are played one by one)."""
-        if not isinstance(env, HostedEnv) or not pairs:
+        """Every (action, seed) episode of a level, each in one request to a hosted env's host ({} otherwise; a pair
+        whose request failed is left out and played step by step). Each episode's deadline is kept here: a host that
+        ignores its own alarms is stopped after one episode's time, and that episode is blamed."""
+        if not isinstance(env, HostedEnv):
             return {}
-        try:
-            with deadline(self.episode_timeout * len(pairs), f"constant episodes at level {level}"):
-                played = env.plays([(s, "constant", a) for a, s in pairs], self.episode_timeout)
-        except CallTimeout as err:  # the host ignored its own alarm: the first episode is blamed, its host stopped
-            return {pairs[0]: err}
-        except Exception:
-            return {}
-        return dict(zip(pairs, played))
+        out: dict[tuple[str, int], Any] = {}
+        for action, seed in pairs:
+            try:
+                with deadline(self.episode_timeout, f"constant episode at level {level}"):
+                    out[(action, seed)] = env.play("constant", seed=seed, action=action)
+            except CallTimeout as err:
+                out[(action, seed)] = err
+                break
+            except Exception:
+                continue
+        return out
 
     @staticmethod
     def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, str | None]:
@@ -255,11 +260,13 @@ class Probe:
                             with deadline(self.episode_timeout, what):
                                 ok, reward_issue = self._play(env, seed, action, low, high)
                     except CallTimeout as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err)})
+                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
+                                        "kind": "hang"})  # fmt: skip
                         hung = True  # one hang per level is enough evidence and all the time we spend
                         break
                     except Exception as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err)})
+                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
+                                        "kind": "crash"})  # fmt: skip
                         continue
                     if reward_issue and len(rewards) < 3:
                         rewards.append({"action": action, "level": level, "seed": seed, "error": reward_issue})
@@ -290,7 +297,7 @@ def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, str |
 def _first_per_action(crashes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for c in crashes:
-        seen.setdefault(c["error"].split(":")[0] + c["action"], c)
+        seen.setdefault(c["kind"] + c["error"].split(":")[0] + c["action"], c)
     return list(seen.values())[:5]
 
 

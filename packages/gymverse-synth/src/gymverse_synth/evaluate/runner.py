@@ -20,8 +20,15 @@ from gymverse_synth.evaluate import difficulty as D
 from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, check_hosted, judge_rubric, verdict
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
 from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
+from gymverse_synth.evaluate.jobs import hosted_levels_job
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
-from gymverse_synth.evaluate.schema import Correctness, EnvEvaluation, EvaluationReport, LevelResult
+from gymverse_synth.evaluate.schema import (
+    Correctness,
+    DiversityResult,
+    EnvEvaluation,
+    EvaluationReport,
+    LevelResult,
+)
 from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env, job_files, user_paths
 
 LEVELS_TARGET = "gymverse_synth.evaluate.jobs:levels_job"
@@ -116,8 +123,8 @@ class _Jobs:
                 # the env is hosted in a sandbox and driven from here: its code cannot touch the checks
                 ccfg = self.cfg.correctness
                 kw = {**ccfg.job_kwargs(ref), "files": files, "call_timeout": ccfg.call_timeout,
-                      "limits": self.executor.host_limits(ccfg.job_timeout()),
-                      "readable_paths": self.executor.readable_paths}  # fmt: skip
+                      "limits": self.host_limits(),
+                      "readable_paths": self.executor.readable_paths, "job_timeout": ccfg.job_timeout()}  # fmt: skip
                 fut = self.executor.submit_trusted(check_hosted, kw)
                 self.pending[fut] = ("check", name)
             elif self.cfg.run_correctness:
@@ -133,7 +140,9 @@ class _Jobs:
         policies = [p for p in self.cfg.policies if has_oracle or not p.startswith(("oracle", "noisy"))]
         record = self.cfg.trajectories is not None
         for policy in policies:
-            if policy == "llm":
+            if isinstance(self.executor, SandboxExecutor):
+                fut = self.executor.submit_trusted(hosted_levels_job, self._hosted_kwargs(name, policy, record))
+            elif policy == "llm":
                 opts = self.cfg.llm_policy_options
                 fut = self.llm_pool.submit(_llm_levels, entry, self.cfg.llm, opts, dcfg, record)
             else:
@@ -143,6 +152,23 @@ class _Jobs:
                 fut = self.executor.submit(LEVELS_TARGET, kw, dcfg.timeout, files)
             self.pending[fut] = ("episodes", name, policy)
         return len(self.cfg.policies) - len(policies)
+
+    def host_limits(self) -> Any:
+        """One limit for every env host of this run (correctness and difficulty), so they share warm spares."""
+        assert isinstance(self.executor, SandboxExecutor)
+        return self.executor.host_limits(max(self.cfg.correctness.job_timeout(), self.cfg.difficulty.timeout))
+
+    def _hosted_kwargs(self, name: str, policy: str, record: bool) -> dict[str, Any]:
+        """`hosted_levels_job` arguments: the env hosted in a sandbox, the policy and its deadlines here."""
+        assert isinstance(self.executor, SandboxExecutor)
+        (ref, files), dcfg, ccfg = self.shipped[name], self.cfg.difficulty, self.cfg.correctness
+        kw: dict[str, Any] = {"ref": ref, "policy": policy, "levels": list(dcfg.levels), "seeds": list(dcfg.seeds)}
+        kw.update(timeout=dcfg.timeout, files=files, limits=self.host_limits(), call_timeout=ccfg.call_timeout)
+        kw.update(readable_paths=self.executor.readable_paths, max_steps=dcfg.max_steps)
+        kw.update(record_as=name if record else None, episode_timeout=ccfg.episode_timeout)
+        if policy == "llm":  # the model's time is ours, not the env's: only each env call keeps its deadline
+            kw.update(llm=self.cfg.llm, llm_options=self.cfg.llm_policy_options, timeout=None, episode_timeout=None)
+        return kw
 
 
 def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) -> tuple[dict[Any, Any], str, int]:
@@ -230,6 +256,24 @@ def _env_eval(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -
     return ev
 
 
+def _guarded_eval(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -> EnvEvaluation:
+    """`_env_eval`, or an ``error`` entry for this env alone when its evidence cannot be turned into a report."""
+    try:
+        return _env_eval(entry, cfg, results)
+    except Exception as err:  # malformed evidence (e.g. from a process worker the env controlled)
+        why = f"its evidence could not be evaluated: {type(err).__name__}: {err}"[:500]
+        corr = Correctness("error", [why])
+        return EnvEvaluation(entry.name, entry.kind, entry.ref, entry.domain, entry.description, corr, flags=["error"])
+
+
+def _diversity_result(future: Future[DiversityResult], suite: Suite) -> DiversityResult:
+    """The diversity result, or an empty one naming the failure: diversity never stops the report."""
+    try:
+        return future.result()
+    except Exception as err:
+        return DiversityResult(embedder="none", n=len(suite.entries), error=f"{type(err).__name__}: {err}"[:500])
+
+
 def _summary(envs: Sequence[EnvEvaluation]) -> dict[str, Any]:
     return {
         "n_envs": len(envs),
@@ -290,10 +334,14 @@ def evaluate_suite(
         results, executor_name, workers = _run_jobs(suite, cfg, progress)
     finally:
         side.shutdown(wait=True)
-    envs = [_env_eval(e, cfg, results) for e in suite.entries]
+    envs = [_guarded_eval(e, cfg, results) for e in suite.entries]
     diversity = None
     if div_future is not None:
-        diversity = div_future.result()
+        diversity = _diversity_result(div_future, suite)
+        for ev in envs:
+            if ev.name in diversity.env_errors:
+                ev.flags.append("diversity_error")
+                ev.correctness.notes.append(f"diversity: {diversity.env_errors[ev.name]}")
         # the later member of each pair only, and only on structural evidence: embeddings of boilerplate-heavy
         # programs are close for unrelated envs
         twins: dict[str, str] = {}

@@ -135,6 +135,8 @@ class DiversityResult:
     map: list[dict[str, Any]] = field(default_factory=list)
     threshold: float = 0.95
     error: str | None = None
+    #: Env name -> why its program was left out of the structural metrics (it defeated the analysis).
+    env_errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DiversityResult:

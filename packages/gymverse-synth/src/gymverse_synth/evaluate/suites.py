@@ -325,10 +325,18 @@ def _is_shipped(entry_point: object) -> bool:
     return str(module).startswith("gymverse.envs.")
 
 
+def _unreadable(path: Path, why: str) -> EnvEntry:
+    path = path.resolve()
+    return EnvEntry(f"file:{path.stem}", "file", f"file:{path}", load_error=why)
+
+
 def _files(paths: list[Path], opts: FileOptions, skipped: list[str]) -> list[EnvEntry]:
     out: list[EnvEntry] = []
     for p in paths:
-        entries, note = file_entries(p, opts)
+        try:
+            entries, note = file_entries(p, opts)
+        except (RecursionError, MemoryError, ValueError) as err:  # one file that defeats the reader is its own error
+            entries, note = [_unreadable(p, f"{p}: cannot be read as an env file: {type(err).__name__}")], None
         out += entries
         if note:
             skipped.append(note)
