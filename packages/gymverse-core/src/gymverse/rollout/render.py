@@ -14,8 +14,10 @@ the model on text it never produced. Here the model is trained on exactly the to
   conversation ``[system?, user, assistant(MARK), <role>(obs)]`` with the generation prompt and keeps what
   follows ``MARK``: the template's end of the assistant turn, the observation in the template's user (or tool)
   turn, and the next generation prompt. If the reply already ends with the template's end-of-turn token, that
-  token is not repeated. ``action_text`` is the decoded reply without special tokens and without a leading
-  ``<think>...</think>`` block (the env sees the answer, the model is trained on everything it wrote).
+  token is not repeated. The text around the observation is rendered once per renderer and checked against full
+  renders of probe observations; observations a template might treat specially are rendered in full each time.
+  ``action_text`` is the decoded reply without special tokens and without a leading ``<think>...</think>``
+  block (the env sees the answer, the model is trained on everything it wrote).
 * `PlainRenderer`: ``Observation:``/``Action:`` text blocks for base models and text policies, over any
   tokenizer with ``encode``/``decode`` (default `ByteTokenizer`, UTF-8 bytes, needs nothing installed).
 """
@@ -27,6 +29,12 @@ from typing import Any, Protocol, runtime_checkable
 
 _MARK = "GYMVERSEACTIONMARK7F3A"
 _FIRST = "GYMVERSEFIRSTOBSERVATION"
+_SLOT = "GYMVERSEOBSERVATIONSLOT5C1E"
+#: Observations rendered in full, not from cached pieces: templates branch on such content (Qwen3 looks for
+#: ``<tool_response>`` and ``</think>``), and special-token text is the template's business.
+_SPECIAL = ("<tool_", "think>", "<|", "[INST]", "{%", "{{")
+#: What the cached pieces are checked against at construction: whitespace, markup, braces, unicode, newlines.
+_PROBES = ("plain", "  padded \n", "\nlines\n\nand\ttabs\n", "a < b > c & d", "\\boxed{x} {y}", "Ünïcödé ✓ 数字 — \"'`")
 
 
 @runtime_checkable
@@ -77,7 +85,11 @@ class ChatRenderer:
         self.observation_role = observation_role
         self.template_kwargs = dict(template_kwargs or {})
         self._head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        self._backend: Any = None
+        self._backend = self._fast_backend()
         self.stop_ids = self._stop_ids()
+        self._stop_text = {i: str(tokenizer.decode([i], skip_special_tokens=False)) for i in self.stop_ids}
+        self._cached_pieces = self._pieces()
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(
@@ -88,7 +100,21 @@ class ChatRenderer:
         return text
 
     def _encode(self, text: str) -> list[int]:
+        if self._backend is not None:
+            return list(self._backend.encode(text, add_special_tokens=False).ids)
         return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
+
+    def _fast_backend(self) -> Any:
+        """A Hugging Face fast tokenizer's Rust tokenizer, when it encodes the probes exactly as the tokenizer does
+        (it skips ~0.1 ms of Python per call); None otherwise."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None or not callable(getattr(backend, "encode", None)):
+            return None
+        for probe in (*_PROBES, f"<|im_start|>user\n{_PROBES[3]}<|im_end|>\n"):
+            ids = [int(i) for i in self.tokenizer.encode(probe, add_special_tokens=False)]
+            if list(backend.encode(probe, add_special_tokens=False).ids) != ids:
+                return None
+        return backend
 
     def _after_mark(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self._render(messages, generation_prompt)
@@ -112,17 +138,40 @@ class ChatRenderer:
         """``[system?, user(observation)]`` with the generation prompt."""
         return self._encode(self._render([*self._head, {"role": "user", "content": observation}], True))
 
-    def env_turn_text(self, observation: str, reply_ids: Sequence[int]) -> str:
-        """The text `env_turn` tokenizes."""
+    def _env_turn_rendered(self, observation: str) -> str:
+        """The env turn through the full chat template (the reference the cached pieces must equal)."""
         convo = [
             *self._head,
             {"role": "user", "content": _FIRST},
             {"role": "assistant", "content": _MARK},
             {"role": self.observation_role, "content": observation},
         ]
-        text = self._after_mark(convo, True)
+        return self._after_mark(convo, True)
+
+    def _pieces(self) -> tuple[str, str, bool] | None:
+        """(text before, text after, trims) around the observation in an env turn, when the template places the
+        observation verbatim (or stripped, as Llama-3's does) for every probe; None: render every turn in full."""
+        text = self._env_turn_rendered(_SLOT)
+        if text.count(_SLOT) != 1:
+            return None
+        before, after = text.split(_SLOT)
+        trims = self._env_turn_rendered(" x\n") == before + "x" + after
+        for probe in _PROBES:
+            if self._env_turn_rendered(probe) != before + (probe.strip() if trims else probe) + after:
+                return None
+        return before, after, trims
+
+    def env_turn_text(self, observation: str, reply_ids: Sequence[int]) -> str:
+        """The text `env_turn` tokenizes: the template's env turn, from pieces cached per renderer (a Jinja
+        render per turn cost ~0.1 ms) unless the observation is one a template may treat specially."""
+        pieces = self._cached_pieces
+        if pieces is not None and not any(s in observation for s in _SPECIAL) and not observation.startswith("<"):
+            before, after, trims = pieces
+            text = before + (observation.strip() if trims else observation) + after
+        else:
+            text = self._env_turn_rendered(observation)
         if reply_ids and int(reply_ids[-1]) in self.stop_ids:
-            emitted = self.tokenizer.decode([int(reply_ids[-1])], skip_special_tokens=False)
+            emitted = self._stop_text[int(reply_ids[-1])]
             if emitted and text.startswith(emitted):
                 text = text[len(emitted) :]
         return text
