@@ -21,8 +21,9 @@ from typing import Any
 from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
-from gymverse.vector.aio import is_native_async
+from gymverse.vector.aio import declares_nonblocking, is_native_async
 from gymverse.vector.base import base_seeds, check_step_timeout
+from gymverse.vector.batched import BatchedCalls
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import StepTimeout, VectorError
 from gymverse.vector.slot import EnvRecipe, EnvSlot, WrapperFn
@@ -87,7 +88,10 @@ class EnvSession:
         timeout = self._pool.reset_timeout if method == "reset" else self._pool.step_timeout
         name = "reset_timeout" if method == "reset" else "step_timeout"
         if not is_native_async(env):
-            # timed from when the call starts, on a pool that replaces threads lost to hung calls
+            # timed from when the call starts, on a pool that replaces threads lost to hung calls; cheap envs share
+            # one thread hop per event-loop iteration (`BatchedCalls`)
+            if declares_nonblocking(env):
+                return await self._pool._batched.call(timeout, getattr(env, method), arg, limit=name)
             return await self._pool._runner.call(timeout, getattr(env, method), arg, limit=name)
         aw = getattr(env, "a" + method)(arg)
         if timeout is None:
@@ -199,6 +203,7 @@ class EnvPool:
         self.wrappers = tuple(wrappers)
         self._limiter = _Limiter(max_concurrency)
         self._runner = BlockingRunner(max_workers or min(max_concurrency, 64), "gymverse-session")
+        self._batched = BatchedCalls(self._runner)
         self._recipes: dict[tuple[str, tuple[tuple[str, Any], ...]], EnvRecipe] = {}
         self._count_lock = threading.Lock()
         self.active = 0

@@ -23,6 +23,9 @@ class HiddenArrayPeak(CommandEnv):
     Complexity: array length 16 -> 4096 and slack 4 -> 0.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="HiddenArrayPeak",
         family="algorithm",

@@ -35,6 +35,9 @@ class IntervalScheduling(CommandEnv):
     Complexity: more intervals (8 -> 80) over a longer horizon, less slack.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="IntervalScheduling",
         family="algorithm",

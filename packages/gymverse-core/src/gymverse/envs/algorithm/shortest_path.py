@@ -39,6 +39,9 @@ class HiddenGraphShortestPath(CommandEnv):
     Complexity: more nodes, denser graphs, heavier weights, targets deeper in distance order, less slack.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="HiddenGraphShortestPath",
         family="algorithm",

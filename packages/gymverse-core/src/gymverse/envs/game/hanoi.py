@@ -45,6 +45,9 @@ class TowerOfHanoi(Env):
     ``slack``; the oracle plays the optimal solution.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="TowerOfHanoi",
         family="game",

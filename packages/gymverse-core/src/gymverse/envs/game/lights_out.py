@@ -71,6 +71,9 @@ class LightsOut(Env):
     ``presses`` distinct random cells of a dark board; the oracle solves the GF(2) system for a minimum press set.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="LightsOut",
         family="game",

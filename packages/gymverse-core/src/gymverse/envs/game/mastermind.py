@@ -70,6 +70,9 @@ class Mastermind(Env):
     every instance is solvable within ``max_turns``.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="Mastermind",
         family="game",

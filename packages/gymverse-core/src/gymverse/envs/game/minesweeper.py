@@ -96,6 +96,9 @@ class Minesweeper(Env):
     the logic solver proves them safe.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="Minesweeper",
         family="game",

@@ -22,6 +22,9 @@ class GraphColoring(ConstraintPuzzle):
     ``nodes + 1 + slack``. The oracle writes the planted coloring.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="GraphColoring",
         family="logic",

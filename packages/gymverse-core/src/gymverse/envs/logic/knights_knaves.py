@@ -71,6 +71,9 @@ class KnightsAndKnaves(Env):
     range, wrong number of K/N letters).
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="KnightsAndKnaves",
         family="logic",

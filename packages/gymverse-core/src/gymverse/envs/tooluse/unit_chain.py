@@ -39,6 +39,9 @@ class UnitConversion(CommandEnv):
     shrinks from 6 to 1. Complexity: more units (5 -> 22), longer chains (1 -> 6 hops), more cross links.
     """
 
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    nonblocking = True
+
     metadata = EnvMetadata(
         name="UnitConversion",
         family="tool-use",
