@@ -64,6 +64,7 @@ def main() -> int:
     import torch
     from gymverse_train.config import TrainConfig
     from gymverse_train.trainer import Trainer
+    from train_peers import Recorder, rollout_peer, update_peer
 
     model, tok, params = build_policy(args.hidden, args.layers, args.device)
     cfg = TrainConfig(
@@ -82,9 +83,12 @@ def main() -> int:
         save_every=0,
     )
     rows = []
+    recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(cfg, out, model=model, tokenizer=tok)
+        recorder.attach(trainer)
         for step in range(args.steps):
+            recorder.new_step()
             t0 = time.perf_counter()
             m = trainer.train_step()
             rows.append(
@@ -105,6 +109,26 @@ def main() -> int:
                 f"{r['tokens_per_s']} tok/s, peak GPU {r['peak_gpu_mb']} MB",
                 flush=True,
             )
+        # the peers redo the last step's work: its sampler batches through plain generate, its samples through a
+        # plain loss/backward/step (`train_peers.py`)
+        gen_peer = rollout_peer(model, trainer.sampler, recorder.batches)
+        upd_peer = update_peer(model, recorder.samples, cfg.micro_batch, cfg.lr, cfg.temperature)
+    last = rows[-1]
+    peers = {
+        "rollout_tokens_per_s": round(last["tokens_per_s"], 1),
+        "plain_generate_tokens_per_s": round(gen_peer["tokens_per_s"], 1),
+        "rollout_ratio": round(gen_peer["tokens_per_s"] / max(last["tokens_per_s"], 1e-9), 3),
+        "update_s": last["update_s"],
+        "plain_update_s": round(upd_peer["seconds"], 3),
+        "update_ratio": round(last["update_s"] / max(upd_peer["seconds"], 1e-9), 3),
+    }
+    print(
+        f"last step vs plain transformers: rollout {peers['rollout_tokens_per_s']} tok/s vs plain generate "
+        f"{peers['plain_generate_tokens_per_s']} tok/s (x{peers['rollout_ratio']} slower, target <= 1.5); update "
+        f"{peers['update_s']} s vs plain loss/backward/step {peers['plain_update_s']} s (x{peers['update_ratio']}, "
+        "target <= 1.5)",
+        flush=True,
+    )
     steady = rows[1:] or rows
     summary = {
         "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
@@ -112,6 +136,7 @@ def main() -> int:
         "params_m": round(params / 1e6, 1),
         "median_step_s": statistics.median(r["step_s"] for r in steady),
         "median_tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady),
+        "peers": peers,
         "steps": rows,
         "config": {k: getattr(args, k) for k in ("steps", "hidden", "layers", "prompts", "group_size", "device")},
     }
