@@ -24,6 +24,7 @@ the model on text it never produced. Here the model is trained on exactly the to
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,6 +36,19 @@ _SLOT = "GYMVERSEOBSERVATIONSLOT5C1E"
 _SPECIAL = ("<tool_", "think>", "<|", "[INST]", "{%", "{{")
 #: What the cached pieces are checked against at construction: whitespace, markup, braces, unicode, newlines.
 _PROBES = ("plain", "  padded \n", "\nlines\n\nand\ttabs\n", "a < b > c & d", "\\boxed{x} {y}", "Ünïcödé ✓ 数字 — \"'`")
+
+
+#: Per tokenizer (weakly held): per (template, system prompt, role, kwargs), what `ChatRenderer` derives from them.
+_DERIVED: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+
+
+def _cacheable(obj: Any) -> bool:
+    try:
+        hash(obj)
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
 
 
 @runtime_checkable
@@ -85,11 +99,23 @@ class ChatRenderer:
         self.observation_role = observation_role
         self.template_kwargs = dict(template_kwargs or {})
         self._head = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        self._backend: Any = None
-        self._backend = self._fast_backend()
-        self.stop_ids = self._stop_ids()
-        self._stop_text = {i: str(tokenizer.decode([i], skip_special_tokens=False)) for i in self.stop_ids}
-        self._cached_pieces = self._pieces()
+        # What the template gives is the same for every renderer over one tokenizer and settings; adapters build a
+        # renderer per episode, so it is derived once per tokenizer (~1 ms of template renders and probe encodes).
+        key = (
+            str(tokenizer.chat_template),
+            system_prompt,
+            observation_role,
+            repr(sorted(self.template_kwargs.items())),
+        )
+        per_tokenizer = _DERIVED.setdefault(tokenizer, {}) if _cacheable(tokenizer) else {}
+        derived = per_tokenizer.get(key)
+        if derived is None:
+            self._backend = None
+            self._backend = self._fast_backend()
+            self.stop_ids = self._stop_ids()
+            stop_text = {i: str(tokenizer.decode([i], skip_special_tokens=False)) for i in self.stop_ids}
+            derived = per_tokenizer[key] = (self._backend, self.stop_ids, stop_text, self._pieces())
+        self._backend, self.stop_ids, self._stop_text, self._cached_pieces = derived
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(
