@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -137,8 +138,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    try:
+    # uvicorn shuts down cleanly on Ctrl-C, then re-raises it: stopping was asked for, so the exit status is 0
+    with contextlib.suppress(KeyboardInterrupt):
         serve(config, log_level=args.log_level, sock=sock)
-    except KeyboardInterrupt:  # uvicorn shut down cleanly, then re-raised Ctrl-C: stopping was asked for
-        pass
     return 0
