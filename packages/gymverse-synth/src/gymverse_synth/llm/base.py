@@ -114,6 +114,22 @@ class LLMClient(Protocol):
         ...
 
 
+def json_schema_format(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI-style ``response_format`` asking for JSON that matches `schema` (vLLM, SGLang, Ollama, OpenAI)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema)}}
+
+
+def with_schema(client: LLMClient, sampling: Mapping[str, Any], response_format: dict[str, Any]) -> dict[str, Any]:
+    """`sampling` plus `response_format` when `client` honours schemas (``supports_json_schema``), else unchanged.
+
+    Clients that do not say so (replays, plain test doubles) keep their exact requests; an HTTP client says so until
+    its server refuses a schema (see `OpenAIClient`), so a run needs no setting per server.
+    """
+    if getattr(client, "supports_json_schema", False) and "response_format" not in sampling:
+        return {**sampling, "response_format": response_format}
+    return dict(sampling)
+
+
 def validate_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
     """Copy `messages` into plain dicts, raising ValueError that names the first malformed message."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):

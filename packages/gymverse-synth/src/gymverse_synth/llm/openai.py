@@ -6,9 +6,10 @@ import asyncio
 import functools
 import os
 import ssl
+import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from gymverse.text import plural
@@ -17,6 +18,10 @@ from gymverse_synth.llm.base import BaseLLMClient, Completion, LLMError
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BODY_EXCERPT = 500
+#: Statuses with which a server refuses a request it will not serve as sent (vLLM: 400 ``BadRequestError`` for a
+#: schema its grammar backend cannot compile; FastAPI-based servers: 422 for a field they do not know).
+REFUSAL_STATUSES = frozenset({400, 422})
+StructuredMode = Literal["auto", "on", "off"]
 
 
 def _excerpt(text: str, limit: int = BODY_EXCERPT) -> str:
@@ -44,6 +49,11 @@ class OpenAIClient(BaseLLMClient):
     `base_url` is the server root or its ``/v1`` prefix (``http://localhost:8000`` and ``http://localhost:8000/v1``
     both work). `api_key` defaults to ``$OPENAI_API_KEY`` when set. Extra keyword arguments become default sampling
     parameters (``temperature``, ``max_tokens``, ``top_p``, ``seed``, ``stop``, ...), overridden per call.
+
+    Structured output (`structured`): ``"auto"`` (default) sends a ``response_format`` JSON schema when a stage asks
+    for one; a server that refuses such a request (HTTP 400/422) while the same request without it succeeds gets
+    prompt-only requests from then on, and `structured_note` says so (printed once to stderr). ``"on"`` always sends
+    it (a refusal is an error), ``"off"`` never does.
     """
 
     def __init__(
@@ -57,9 +67,17 @@ class OpenAIClient(BaseLLMClient):
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_concurrency: int = 16,
+        structured: StructuredMode = "auto",
         **default_sampling: Any,
     ) -> None:
         super().__init__(model, **default_sampling)
+        if structured not in ("auto", "on", "off"):
+            raise ValueError(f"structured must be 'auto', 'on' or 'off', got {structured!r}")
+        self.structured: StructuredMode = structured
+        #: None: not yet known; True: the server honoured a schema; False: it refused one (prompt-only from then on)
+        self.schema_accepted: bool | None = None
+        self.structured_note: str | None = None
+        self._note_lock = threading.Lock()
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_retries < 0 or max_concurrency < 1 or timeout <= 0 or backoff < 0:
@@ -86,8 +104,35 @@ class OpenAIClient(BaseLLMClient):
 
     # -- request/response --------------------------------------------------------------------------------------
 
+    @property
+    def supports_json_schema(self) -> bool:
+        """Whether stages should ask this server for a ``response_format`` schema (false once it refused one)."""
+        return self.structured == "on" or (self.structured == "auto" and self.schema_accepted is not False)
+
     def _payload(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> dict[str, Any]:
+        if not self.supports_json_schema:
+            sampling = {k: v for k, v in sampling.items() if k != "response_format"}
         return {"model": self.model, "messages": messages, **sampling, "stream": False}
+
+    def _negotiates(self, payload: dict[str, Any], err: LLMError) -> bool:
+        """Whether `err` may be the server refusing the schema: worth one more try without it."""
+        return self.structured == "auto" and "response_format" in payload and err.status in REFUSAL_STATUSES
+
+    def _refused(self, err: LLMError) -> None:
+        """Record that the server refused a schema that it serves without; say so once."""
+        with self._note_lock:
+            self.schema_accepted = False
+            if self.structured_note is not None:
+                return
+            self.structured_note = (
+                f"{self.base_url} refused response_format json_schema (HTTP {err.status}: "
+                f"{_excerpt(err.body or '', 200)}); structured output is off for this server, requests are prompt-only"
+            )
+        print(f"gymverse: {self.structured_note}", file=sys.stderr)
+
+    def _accepted(self, payload: dict[str, Any]) -> None:
+        if "response_format" in payload and self.schema_accepted is None:
+            self.schema_accepted = True
 
     def _backoff(self, attempt: int, hint: float | None) -> float:
         if hint is not None:
@@ -160,6 +205,22 @@ class OpenAIClient(BaseLLMClient):
 
     def _chat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
+        try:
+            completion = self._post(payload)
+        except LLMError as err:
+            if not self._negotiates(payload, err):
+                raise
+            # the same request without the schema: if the server answers it, the schema was what it refused
+            try:
+                completion = self._post({k: v for k, v in payload.items() if k != "response_format"})
+            except LLMError:
+                raise err from None
+            self._refused(err)
+            return completion
+        self._accepted(payload)
+        return completion
+
+    def _post(self, payload: dict[str, Any]) -> Completion:
         for attempt in range(self.max_retries + 1):
             started = time.perf_counter()
             try:
@@ -181,6 +242,21 @@ class OpenAIClient(BaseLLMClient):
 
     async def _achat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
+        try:
+            completion = await self._apost(payload)
+        except LLMError as err:
+            if not self._negotiates(payload, err):
+                raise
+            try:
+                completion = await self._apost({k: v for k, v in payload.items() if k != "response_format"})
+            except LLMError:
+                raise err from None
+            self._refused(err)
+            return completion
+        self._accepted(payload)
+        return completion
+
+    async def _apost(self, payload: dict[str, Any]) -> Completion:
         sem = self._semaphore()
         for attempt in range(self.max_retries + 1):
             started = time.perf_counter()
