@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import ssl
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import httpx
@@ -114,9 +116,21 @@ class OpenAIClient(BaseLLMClient):
             sampling = {k: v for k, v in sampling.items() if k != "response_format"}
         return {"model": self.model, "messages": messages, **sampling, "stream": False}
 
-    def _negotiates(self, payload: dict[str, Any], err: LLMError) -> bool:
-        """Whether `err` may be the server refusing the schema: worth one more try without it."""
-        return self.structured == "auto" and "response_format" in payload and err.status in REFUSAL_STATUSES
+    def _without_schema(self, payload: dict[str, Any], err: LLMError) -> dict[str, Any]:
+        """The request again without its schema when `err` may be the server refusing it; else `err` is raised."""
+        if self.structured == "auto" and "response_format" in payload and err.status in REFUSAL_STATUSES:
+            return {k: v for k, v in payload.items() if k != "response_format"}
+        raise err
+
+    @contextlib.contextmanager
+    def _fallback(self, refusal: LLMError) -> Iterator[None]:
+        """Around the request without the schema: if it is answered, the schema was what the server refused; if it
+        fails too, the refusal was about something else and is the error to report."""
+        try:
+            yield
+        except LLMError:
+            raise refusal from None
+        self._refused(refusal)
 
     def _refused(self, err: LLMError) -> None:
         """Record that the server refused a schema that it serves without; say so once."""
@@ -130,9 +144,10 @@ class OpenAIClient(BaseLLMClient):
             )
         print(f"gymverse: {self.structured_note}", file=sys.stderr)
 
-    def _accepted(self, payload: dict[str, Any]) -> None:
+    def _accepted(self, payload: dict[str, Any], completion: Completion) -> Completion:
         if "response_format" in payload and self.schema_accepted is None:
             self.schema_accepted = True
+        return completion
 
     def _backoff(self, attempt: int, hint: float | None) -> float:
         if hint is not None:
@@ -206,19 +221,11 @@ class OpenAIClient(BaseLLMClient):
     def _chat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
         try:
-            completion = self._post(payload)
+            return self._accepted(payload, self._post(payload))
         except LLMError as err:
-            if not self._negotiates(payload, err):
-                raise
-            # the same request without the schema: if the server answers it, the schema was what it refused
-            try:
-                completion = self._post({k: v for k, v in payload.items() if k != "response_format"})
-            except LLMError:
-                raise err from None
-            self._refused(err)
-            return completion
-        self._accepted(payload)
-        return completion
+            refusal, plain = err, self._without_schema(payload, err)
+        with self._fallback(refusal):
+            return self._post(plain)
 
     def _post(self, payload: dict[str, Any]) -> Completion:
         for attempt in range(self.max_retries + 1):
@@ -243,18 +250,11 @@ class OpenAIClient(BaseLLMClient):
     async def _achat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
         try:
-            completion = await self._apost(payload)
+            return self._accepted(payload, await self._apost(payload))
         except LLMError as err:
-            if not self._negotiates(payload, err):
-                raise
-            try:
-                completion = await self._apost({k: v for k, v in payload.items() if k != "response_format"})
-            except LLMError:
-                raise err from None
-            self._refused(err)
-            return completion
-        self._accepted(payload)
-        return completion
+            refusal, plain = err, self._without_schema(payload, err)
+        with self._fallback(refusal):
+            return await self._apost(plain)
 
     async def _apost(self, payload: dict[str, Any]) -> Completion:
         sem = self._semaphore()
