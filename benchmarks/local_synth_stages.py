@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -56,7 +57,8 @@ def _row(out: Path, seed_id: str, outcome: Any) -> dict[str, Any]:
     for record in sorted(seed_dir.glob("*_r*.json")):
         for attempt in _read(record).get("parts", {}).get("attempts", []):
             parts[f"{attempt['part']} {'ok' if not attempt['failures'] else 'rejected'}"] += 1
-    stage = outcome.stage if outcome.stage in ORDER else "construction" if outcome.stage == "repair" else outcome.stage
+    # a round that ended without a complete program is recorded as a failed `static/no_program`: it is construction
+    stage = "construction" if "no_program" in outcome.checks or outcome.stage == "repair" else outcome.stage
     return {
         "seed": seed_id, "stage": stage, "status": outcome.status,
         "reason": outcome.reason.splitlines()[0][:160] if outcome.reason else "",
@@ -72,8 +74,14 @@ def funnel(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {name: sum(i >= ORDER.index(stage) for i in reached) for name, stage in FUNNEL.items()}
 
 
-def run_variant(args: argparse.Namespace, variant: str, client: Any, deadline: float) -> dict[str, Any]:
-    """Run the seeds (one at a time, until `deadline`) in `variant`; the result of that variant."""
+def run_variant(
+    args: argparse.Namespace, variant: str, client: Any, deadline: float, designs_from: Path | None = None
+) -> dict[str, Any]:
+    """Run the seeds (one at a time, until `deadline`) in `variant`; the result of that variant.
+
+    With `designs_from` (the offline model: greedy, and its design stage is the same in both variants), each seed
+    starts from the design that variant wrote, so the comparison spends its time on construction.
+    """
     structured, construction = VARIANTS[variant]
     if hasattr(client, "structured"):
         client.structured, client.schema_accepted, client.structured_note = structured, None, None
@@ -86,6 +94,10 @@ def run_variant(args: argparse.Namespace, variant: str, client: Any, deadline: f
     for seed in domain_seeds(args.domain, args.n):
         if time.perf_counter() > deadline:
             break
+        earlier = designs_from / seed.id / "abstraction.json" if designs_from is not None else None
+        if earlier is not None and earlier.is_file():
+            (out / seed.id).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(earlier, out / seed.id / "abstraction.json")
         outcome = run_pipeline([seed], client, config, progress=False).outcomes[0]
         rows.append(_row(out, seed.id, outcome))
         print(f"[{variant} {len(rows)}/{args.n}] {seed.id}: {outcome.stage} ({outcome.seconds:.0f}s)", flush=True)
@@ -95,6 +107,7 @@ def run_variant(args: argparse.Namespace, variant: str, client: Any, deadline: f
         "structured": structured if hasattr(client, "structured") else "schema-guided decoding (local)",
         "structured_note": getattr(client, "structured_note", None), "seeds_done": len(rows),
         "seconds": round(seconds, 1), "seconds_per_seed": round(seconds / len(rows), 1) if rows else None,
+        "designs_reused_from": str(designs_from) if designs_from is not None else None, "out": str(out),
         "funnel": funnel(rows), "stages_reached": dict(Counter(r["stage"] for r in rows)), "seeds": rows,
     }  # fmt: skip
 
@@ -106,7 +119,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model name sent to a server")
     ap.add_argument("--domain", default="Logic")
     ap.add_argument("--n", type=int, default=2, help="seeds per variant (default 2)")
-    ap.add_argument("--variants", default="before,after", help="comma-separated: before, after (default both)")
+    ap.add_argument("--variants", default="after,before", help="comma-separated: after, before (default both)")
     ap.add_argument("--max-tokens", type=int, default=None, help="token cap per request (default: the client's)")
     ap.add_argument("--max-repairs", type=int, default=0, help="repair rounds (default 0: first programs)")
     ap.add_argument("--attempts", type=int, default=1, help="design attempts per seed (default 1)")
@@ -122,9 +135,10 @@ def main() -> None:
     client = get_client(args.llm, model=args.model)
     load_s = time.perf_counter() - t0
     deadline = t0 + args.max_seconds
-    results = []
+    results: list[dict[str, Any]] = []
     for variant in variants:
-        results.append(run_variant(args, variant, client, deadline))
+        reuse = Path(results[0]["out"]) if results and args.llm == "local" else None
+        results.append(run_variant(args, variant, client, deadline, reuse))
         path = _write(args, client.model, load_s, results)
     console = Console(width=160)
     for result in results:

@@ -78,6 +78,7 @@ def test_parts_are_asked_one_by_one_and_assembled_into_a_program_that_passes_val
     # each request shows the class as written so far: the step request sees the accepted _reset, not the rest
     step_request = requests[1].messages[1]["content"]
     assert "def _reset(self)" in step_request and "def solve(self)" not in step_request
+    assert "import" not in step_request, "no module frame for a small model to copy"
     assert "complexity_params = {'length': (3, 12), 'slack': (4, 0)}" in step_request
     # the module constant that came with the step part is hoisted above the class
     assert program.index(GRAMMAR) < program.index("class SortBySwaps(Env):")
@@ -107,6 +108,15 @@ def test_a_rejected_part_is_repaired_on_its_own() -> None:
     state = PartsState.model_validate(parts)
     assert [a.part for a in state.attempts if a.failures] == ["step", "step"]
     assert error is None and static_check(program) == []
+
+
+def test_a_reply_cut_off_after_the_method_keeps_the_method_and_drops_the_broken_tail() -> None:
+    reply = "```python\n" + method_of("_reset") + "\n\ndef _reset_state(self):\n    self.items = [\n"
+    code = check_part(DESIGN, PartsState(), PART_BY_NAME["reset"], reply, "length")
+    assert "def _reset(self)" in code.method and "_reset_state" not in code.method + code.helpers
+    # a method that is itself cut off is not salvaged: the syntax error goes back to the model
+    with pytest.raises(PartError, match="cut off by the token budget"):
+        check_part(DESIGN, PartsState(), PART_BY_NAME["reset"], reply.split("self.params")[0], "length")
 
 
 def test_a_part_rejected_every_time_ends_construction_naming_it() -> None:

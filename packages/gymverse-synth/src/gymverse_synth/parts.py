@@ -21,7 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from gymverse_synth.construction import _FENCE_RE, DEFAULT_EXAMPLE, LLMExchange, contract_text, example_source
+from gymverse_synth.construction import (
+    _FENCE_RE,
+    DEFAULT_EXAMPLE,
+    LLMExchange,
+    complexity_literal,
+    example_source,
+)
 from gymverse_synth.llm.base import LLMClient, LLMError
 from gymverse_synth.spec import EnvDesign
 from gymverse_synth.validation import ValidationReport, static_check
@@ -113,9 +119,8 @@ def frame(design: EnvDesign) -> tuple[str, str]:
     meta = (f"    metadata = EnvMetadata(\n        name={design.name!r},\n        family=\"synth\",\n"
             f"        domain={design.core_domain!r},\n        description={design.goal[:200]!r},\n"
             f"        action_format={action!r},\n    )\n")  # fmt: skip
-    table = ", ".join(f"{p.name!r}: ({p.level_1!r}, {p.level_10!r})" for p in design.complexity_params)
     head = f"# {design.name}: written in parts from its design by gymverse synth\n{MODULE_IMPORTS}"
-    return head, f"class {design.name}(Env):\n{meta}    complexity_params = {{{table}}}\n"
+    return head, f"class {design.name}(Env):\n{meta}    complexity_params = {complexity_literal(design)}\n"
 
 
 def assemble(design: EnvDesign, state: PartsState, extra: tuple[str, PartCode] | None = None) -> str:
@@ -145,6 +150,22 @@ def _segment(lines: list[str], node: ast.stmt) -> str:
     return textwrap.dedent("\n".join(lines[first - 1 : node.end_lineno]))
 
 
+def _salvaged(code: str, method: str) -> tuple[ast.Module, str] | None:
+    """A reply cut off mid-statement (the token budget, or a model rambling into a broken helper) without its broken
+    tail: the longest prefix ending before a ``def``/``class`` that parses and still defines `method`."""
+    lines = code.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ", "@", "async def "))]
+    for end in reversed(starts[-40:]):
+        head = "\n".join(lines[:end]) + "\n"
+        try:
+            tree = ast.parse(head)
+        except SyntaxError:
+            continue
+        if any(isinstance(n, ast.FunctionDef) and n.name == method for n in ast.walk(tree)):
+            return tree, head
+    return None
+
+
 def extract_part(part: Part, reply: str, finish_reason: str | None = None) -> PartCode:
     """The method `part` asks for (from a bare ``def`` or from inside a class) and the module-level code around it."""
     code = _code_of(reply)
@@ -153,10 +174,11 @@ def extract_part(part: Part, reply: str, finish_reason: str | None = None) -> Pa
     except SyntaxError as err:
         if f"def {part.method}" not in code:  # prose, not a broken method: say what is missing
             raise PartError([f"the reply defines no method `{part.method}`: write `{part.signature}`"]) from None
-        cut = (
-            " (the reply was cut off by the token budget: write a shorter method)" if finish_reason == "length" else ""
-        )
-        raise PartError([f"syntax error at line {err.lineno}: {err.msg}{cut}"]) from None
+        salvaged = _salvaged(code, part.method)
+        if salvaged is None:
+            cut = " (cut off by the token budget: write a shorter method)" if finish_reason == "length" else ""
+            raise PartError([f"syntax error at line {err.lineno}: {err.msg}{cut}"]) from None
+        tree, code = salvaged
     lines = code.splitlines()
     found: list[ast.FunctionDef] = []
     helpers: list[str] = []
@@ -208,19 +230,31 @@ def example_method(method: str, example: str = DEFAULT_EXAMPLE) -> str:
     return ""
 
 
+#: What every part request says about the class (the full contract is for whole programs; a small model needs less).
+PART_CONTRACT = (
+    "You write one method of a Python text-environment class at a time. The class derives from gymverse.core.Env: "
+    "before `_reset` the base class fills self.params with the complexity values of the current level, and self.rng "
+    "(a numpy Generator) is the only randomness allowed. Names available: math, np, Any, parse_boxed, "
+    "ActionFormatError, CommandGrammar, StepResult, SUCCESS_REWARD; no other imports, never `random` or np.random. "
+    "Actions are text like \\boxed{...}."
+)
+DESIGN_FIELDS = ("name", "goal", "state", "actions", "rules", "success_conditions", "failure_conditions",
+                 "complexity_params", "oracle_strategy")  # fmt: skip
+
+
 def part_messages(
     design: EnvDesign, state: PartsState, part: Part, example: str, note: str = ""
 ) -> list[dict[str, str]]:
-    """The request for one part: contract and worked example (system), design and class so far (user)."""
+    """The request for one part: what the class offers and a worked example (system), the design and the class as
+    written so far, without the module frame a small model would only copy (user)."""
     shown = example_method(part.method, example)
-    system = (f"You are an expert Python engineer who writes text environments for training LLM agents, one method "
-              f"at a time.\n\n{contract_text(design.name)}")  # fmt: skip
+    system = PART_CONTRACT
     if shown:
-        system += (
-            f"\n\nThe method `{part.method}` of a correct environment (a worked example):\n```python\n{shown}\n```"
-        )
-    user = (f"Design (JSON):\n```json\n{json.dumps(design.model_dump(mode='json'), indent=1)}\n```\n\n"
-            f"The class so far:\n```python\n{assemble(design, state).rstrip()}\n```\n\n"
+        system += f"\n\nThe method `{part.method}` of a correct environment (worked example):\n```python\n{shown}\n```"
+    fields = {k: v for k, v in design.model_dump(mode="json").items() if k in DESIGN_FIELDS}
+    so_far = f"class {design.name}(Env):\n    complexity_params = {complexity_literal(design)}\n"
+    so_far += "".join("\n" + state.methods[p.name] for p in PARTS if p.name in state.methods)
+    user = (f"Design (JSON): {json.dumps(fields)}\n\nThe class so far:\n```python\n{so_far.rstrip()}\n```\n\n"
             f"Write the method `{part.signature}`: {part.task}\n{note}"
             f"Reply with only this method in ONE ```python block.")  # fmt: skip
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
