@@ -126,6 +126,7 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=1800, help="start no seed after this many seconds")
     ap.add_argument("--label", default="", help="suffix of the JSON file")
     ap.add_argument("--out", default=None, help="run directory (default: a temporary one)")
+    ap.add_argument("--designs-from", default=None, help="offline model: take designs from this run dir")
     args = ap.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
@@ -138,6 +139,8 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for variant in variants:
         reuse = Path(results[0]["out"]) if results and args.llm == "local" else None
+        if args.designs_from and args.llm == "local":
+            reuse = Path(args.designs_from)
         results.append(run_variant(args, variant, client, deadline, reuse))
         path = _write(args, client.model, load_s, results)
     console = Console(width=160)

@@ -107,6 +107,12 @@ def test_a_rejected_part_is_repaired_on_its_own() -> None:
     assert second[-2] == {"role": "assistant", "content": cut.content}
     assert "import of 'os' is not allowed" in third[-1]["content"]
     assert len(third) == 4, "only the latest rejected reply goes back"
+    # a greedy model asked again would write the same reply: retries sample, seeded by the attempt
+    assert [(r.body.get("temperature"), r.body.get("seed")) for r in requests[1:4]] == [
+        (None, None),
+        (0.7, 1),
+        (0.7, 2),
+    ]
     state = PartsState.model_validate(parts)
     assert [a.part for a in state.attempts if a.failures] == ["step", "step"]
     assert error is None and static_check(program) == []
@@ -116,7 +122,11 @@ def test_a_reply_cut_off_after_the_method_keeps_the_method_and_drops_the_broken_
     reply = "```python\n" + method_of("_reset") + "\n\ndef _reset_state(self):\n    self.items = [\n"
     code = check_part(DESIGN, PartsState(), PART_BY_NAME["reset"], reply, "length")
     assert "def _reset(self)" in code.method and "_reset_state" not in code.method + code.helpers
-    # a method that is itself cut off is not salvaged: the syntax error goes back to the model
+    # a method cut off in its last statement loses that statement, and what is left is judged like any method
+    cut_in_method = reply.split("return f")[0] + 'return f"Sort ascending: {self.it'
+    with pytest.raises(PartError, match="`_reset` never returns a value"):
+        check_part(DESIGN, PartsState(), PART_BY_NAME["reset"], cut_in_method, "length")
+    # a method with nothing complete in it is not salvaged: the syntax error goes back to the model
     with pytest.raises(PartError, match="cut off by the token budget"):
         check_part(DESIGN, PartsState(), PART_BY_NAME["reset"], reply.split("self.params")[0], "length")
 

@@ -154,8 +154,9 @@ def _salvaged(code: str, method: str) -> tuple[ast.Module, str] | None:
     """A reply cut off mid-statement (the token budget, or a model rambling into a broken helper) without its broken
     tail: the longest prefix ending before a ``def``/``class`` that parses and still defines `method`."""
     lines = code.splitlines()
+    # cut before a definition first (drops a broken helper whole), then before any line (drops a broken last statement)
     starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "class ", "@", "async def "))]
-    for end in reversed(starts[-40:]):
+    for end in [*reversed(starts[-40:]), *range(len(lines) - 1, max(0, len(lines) - 40), -1)]:
         head = "\n".join(lines[:end]) + "\n"
         try:
             tree = ast.parse(head)
@@ -278,9 +279,9 @@ async def awrite_part(
     """
     base = part_messages(design, state, part, example, note)
     messages = base
-    for _ in range(attempts):
+    for attempt in range(attempts):
         started = time.perf_counter()
-        completion = await client.achat(messages, **(sampling or {}))
+        completion = await client.achat(messages, **retry_sampling(sampling or {}, attempt))
         record = PartAttempt(part=part.name, round=round_, reply=completion.text,
                              prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                              seconds=round(time.perf_counter() - started, 3))  # fmt: skip
@@ -295,6 +296,17 @@ async def awrite_part(
         state.methods[part.name], state.helpers[part.name] = code.method, code.helpers
         return True
     return False
+
+
+#: Temperature of a part's retries when the run samples greedily: a greedy model asked again writes the same reply.
+RETRY_TEMPERATURE = 0.7
+
+
+def retry_sampling(sampling: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """Sampling of a part's `attempt` (0-based): as given first; retries of a greedy run sample, seeded by attempt."""
+    if attempt == 0 or sampling.get("temperature") not in (None, 0, 0.0):
+        return dict(sampling)
+    return {**sampling, "temperature": RETRY_TEMPERATURE, "seed": attempt}
 
 
 def part_to_redo(state: PartsState, report: ValidationReport) -> str:
