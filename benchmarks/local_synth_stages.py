@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=1, help="design attempts per seed (default 1)")
     ap.add_argument("--max-seconds", type=float, default=1800, help="start no seed after this many seconds")
     ap.add_argument("--label", default="", help="suffix of the JSON file")
+    ap.add_argument("--timeout", type=float, default=900.0, help="a server's request timeout (s; CPU servers are slow)")
     ap.add_argument("--out", default=None, help="run directory (default: a temporary one)")
     ap.add_argument("--designs-from", default=None, help="offline model: take designs from this run dir")
     args = ap.parse_args()
@@ -133,7 +134,8 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown variants {unknown}; expected before, after")
     t0 = time.perf_counter()
-    client = get_client(args.llm, model=args.model)
+    extra = {"timeout": args.timeout} if args.llm.startswith(("http://", "https://")) else {}
+    client = get_client(args.llm, model=args.model, **extra)
     load_s = time.perf_counter() - t0
     deadline = t0 + args.max_seconds
     results: list[dict[str, Any]] = []

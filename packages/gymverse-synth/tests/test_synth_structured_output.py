@@ -61,7 +61,7 @@ def test_without_structured_output_the_same_reply_is_lost_at_the_design() -> Non
 def test_schema_vllm_cannot_compile_is_refused_with_vllms_status_and_body() -> None:
     assert unsupported_features(UNCOMPILABLE["json_schema"]["schema"]) == ["$.properties.s: pattern/format with "
                                                                            "minLength/maxLength"]  # fmt: skip
-    assert unsupported_features(EnvDesign.model_json_schema()) == [], "vLLM serves the design schema"
+    assert unsupported_features(design_response_format()["json_schema"]["schema"]) == [], "vLLM serves the design's"
     with ScriptedLLMServer(["{}"], structured="vllm") as server:
         body = {"model": "m", "messages": HELLO, "response_format": UNCOMPILABLE}
         response = httpx.post(server.base_url + "/chat/completions", json=body)
@@ -114,6 +114,16 @@ def test_async_path_negotiates_too() -> None:
         fmt = json_schema_format("T", {"type": "object"})
         completion = asyncio.run(client.achat(HELLO, response_format=fmt))
     assert completion.text == '{"a": 1}' and client.schema_accepted is False
+
+
+def test_the_design_schema_bounds_free_strings_and_lists_so_a_small_model_finishes() -> None:
+    schema = design_response_format()["json_schema"]["schema"]
+    props, defs = schema["properties"], schema["$defs"]
+    assert props["goal"]["maxLength"] == 160 and props["rules"]["maxItems"] == 3
+    assert props["complexity_params"]["maxItems"] == 6, "the schema's own bound is kept"
+    # a string with a pattern gets no length bound: vLLM refuses pattern + maxLength
+    assert "maxLength" not in props["name"] and "maxLength" not in defs["ComplexityParam"]["properties"]["name"]
+    assert EnvDesign.model_validate(DESIGN).name == "SortBySwaps"
 
 
 def test_constrain_keeps_what_fits_and_fills_what_the_schema_forces() -> None:

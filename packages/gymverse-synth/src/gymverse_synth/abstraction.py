@@ -9,7 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gymverse_synth.llm.base import Completion, LLMClient, LLMError, json_schema_format, with_schema
+from gymverse_synth.llm.base import (
+    Completion,
+    LLMClient,
+    LLMError,
+    bounded_schema,
+    json_schema_format,
+    with_schema,
+)
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign, design_field_guide
 
@@ -287,7 +294,7 @@ def _check_attempts(max_attempts: int) -> None:
 
 def design_response_format() -> dict[str, Any]:
     """The `EnvDesign` JSON schema as an OpenAI-style ``response_format`` (for clients that decode by schema)."""
-    return json_schema_format("EnvDesign", EnvDesign.model_json_schema())
+    return json_schema_format("EnvDesign", bounded_schema(EnvDesign.model_json_schema()))
 
 
 def _guided(client: LLMClient, sampling: dict[str, Any]) -> dict[str, Any]:

@@ -279,9 +279,12 @@ async def awrite_part(
     """
     base = part_messages(design, state, part, example, note)
     messages = base
+    sampling = dict(sampling or {})
+    if "max_tokens" not in sampling and "max_tokens" not in getattr(client, "default_sampling", {}):
+        sampling["max_tokens"] = PART_MAX_TOKENS  # a server's own default is its whole context
     for attempt in range(attempts):
         started = time.perf_counter()
-        completion = await client.achat(messages, **retry_sampling(sampling or {}, attempt))
+        completion = await client.achat(messages, **retry_sampling(sampling, attempt))
         record = PartAttempt(part=part.name, round=round_, reply=completion.text,
                              prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                              seconds=round(time.perf_counter() - started, 3))  # fmt: skip
@@ -302,11 +305,19 @@ async def awrite_part(
 RETRY_TEMPERATURE = 0.7
 
 
+#: A method needs no more: a model that writes past it is rambling, and a server's default budget is its context.
+PART_MAX_TOKENS = 512
+
+
 def retry_sampling(sampling: dict[str, Any], attempt: int) -> dict[str, Any]:
-    """Sampling of a part's `attempt` (0-based): as given first; retries of a greedy run sample, seeded by attempt."""
-    if attempt == 0 or sampling.get("temperature") not in (None, 0, 0.0):
-        return dict(sampling)
-    return {**sampling, "temperature": RETRY_TEMPERATURE, "seed": attempt}
+    """Sampling of a part's `attempt` (0-based): as given, with a token budget of at most `PART_MAX_TOKENS`;
+    retries of a greedy run sample, seeded by the attempt."""
+    out = dict(sampling)
+    if int(out.get("max_tokens") or 0) > PART_MAX_TOKENS:
+        out["max_tokens"] = PART_MAX_TOKENS
+    if attempt == 0 or out.get("temperature") not in (None, 0, 0.0):
+        return out
+    return {**out, "temperature": RETRY_TEMPERATURE, "seed": attempt}
 
 
 def part_to_redo(state: PartsState, report: ValidationReport) -> str:

@@ -119,6 +119,26 @@ def json_schema_format(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema)}}
 
 
+def bounded_schema(schema: Any, max_string: int = 160, max_items: int = 3) -> Any:
+    """`schema` with every free string capped at `max_string` characters and every array at `max_items` items.
+
+    A server decoding under a schema cannot end a string or a list early the way our local decoder does, and a
+    small model rambles: without bounds it spends the token budget inside one value and the JSON is cut off.
+    Strings with a ``pattern`` or ``format`` keep no length bound (vLLM refuses the two together), and bounds the
+    schema already sets are kept.
+    """
+    if isinstance(schema, list):
+        return [bounded_schema(v, max_string, max_items) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_schema(v, max_string, max_items) for k, v in schema.items()}
+    if out.get("type") == "string" and not {"pattern", "format", "enum", "maxLength"} & out.keys():
+        out["maxLength"] = max_string
+    if out.get("type") == "array" and "maxItems" not in out:
+        out["maxItems"] = max(max_items, int(out.get("minItems", 0)))
+    return out
+
+
 def with_schema(client: LLMClient, sampling: Mapping[str, Any], response_format: dict[str, Any]) -> dict[str, Any]:
     """`sampling` plus `response_format` when `client` honours schemas (``supports_json_schema``), else unchanged.
 
