@@ -81,6 +81,10 @@ def test_parts_are_asked_one_by_one_and_assembled_into_a_program_that_passes_val
     step_request = requests[1].messages[1]["content"]
     assert "def _reset(self)" in step_request and "def solve(self)" not in step_request
     assert "import" not in step_request, "no module frame for a small model to copy"
+    # each part sees the design fields it needs (a small model copies long design prose into code)
+    reset_request, solve_request = requests[0].messages[1]["content"], requests[2].messages[1]["content"]
+    assert "oracle_strategy" not in reset_request and '"state"' not in reset_request
+    assert "Selection sort" in solve_request
     assert "complexity_params = {'length': (3, 12), 'slack': (4, 0)}" in step_request
     # the module constant that came with the step part is hoisted above the class
     assert program.index(GRAMMAR) < program.index("class SortBySwaps(Env):")

@@ -42,6 +42,8 @@ class Part:
     signature: str
     args: tuple[str, ...]
     task: str
+    #: The design fields the request shows: a small model copies long design prose into code, so only what it needs.
+    fields: tuple[str, ...] = ("name", "goal", "actions", "complexity_params")
 
 
 PARTS: tuple[Part, ...] = (
@@ -52,12 +54,14 @@ PARTS: tuple[Part, ...] = (
     Part("step", "_step", "def _step(self, action: str) -> StepResult:", ("self", "action"),
          "the step logic and checker: text = parse_boxed(action) (raise ActionFormatError for malformed text), "
          "apply the move to the state and return StepResult(observation, reward, terminated, truncated, info); on "
-         "success SUCCESS_REWARD, terminated=True, info={'success': True}; a loss ends with info={'success': False}."),
+         "success SUCCESS_REWARD, terminated=True, info={'success': True}; a loss ends with info={'success': False}.",
+         ("name", "goal", "actions", "rules", "success_conditions", "failure_conditions")),
     Part("solve", "solve", "def solve(self) -> str:", ("self",),
          "the oracle: from the current state, return the next action that leads to success, as text like "
-         "\\boxed{...}; following it from reset must always succeed within the turn budget."),
+         "\\boxed{...}; following it from reset must always succeed within the turn budget.",
+         ("name", "goal", "actions", "oracle_strategy")),
     Part("random_action", "sample_random_action", "def sample_random_action(self) -> str:", ("self",),
-         "a random well-formed action drawn from self.rng, as text like \\boxed{...}."),
+         "a random well-formed action drawn from self.rng, as text like \\boxed{...}.", ("name", "actions")),
 )  # fmt: skip
 PART_BY_NAME = {p.name: p for p in PARTS}
 #: Which part a failed check of the final validation points to, when no line number says (default: step).
@@ -239,8 +243,6 @@ PART_CONTRACT = (
     "ActionFormatError, CommandGrammar, StepResult, SUCCESS_REWARD; no other imports, never `random` or np.random. "
     "Actions are text like \\boxed{...}."
 )
-DESIGN_FIELDS = ("name", "goal", "state", "actions", "rules", "success_conditions", "failure_conditions",
-                 "complexity_params", "oracle_strategy")  # fmt: skip
 
 
 def part_messages(
@@ -252,7 +254,7 @@ def part_messages(
     system = PART_CONTRACT
     if shown:
         system += f"\n\nThe method `{part.method}` of a correct environment (worked example):\n```python\n{shown}\n```"
-    fields = {k: v for k, v in design.model_dump(mode="json").items() if k in DESIGN_FIELDS}
+    fields = {k: v for k, v in design.model_dump(mode="json").items() if k in part.fields}
     so_far = f"class {design.name}(Env):\n    complexity_params = {complexity_literal(design)}\n"
     so_far += "".join("\n" + state.methods[p.name] for p in PARTS if p.name in state.methods)
     user = (f"Design (JSON): {json.dumps(fields)}\n\nThe class so far:\n```python\n{so_far.rstrip()}\n```\n\n"
