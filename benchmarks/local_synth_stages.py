@@ -21,6 +21,7 @@ reached the checker. Seeds run one at a time and the JSON is rewritten after eac
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -75,7 +76,12 @@ def funnel(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def run_variant(
-    args: argparse.Namespace, variant: str, client: Any, deadline: float, designs_from: Path | None = None
+    args: argparse.Namespace,
+    variant: str,
+    client: Any,
+    deadline: float,
+    designs_from: Path | None = None,
+    save: Any = None,
 ) -> dict[str, Any]:
     """Run the seeds (one at a time, until `deadline`) in `variant`; the result of that variant.
 
@@ -100,7 +106,16 @@ def run_variant(
             shutil.copyfile(earlier, out / seed.id / "abstraction.json")
         outcome = run_pipeline([seed], client, config, progress=False).outcomes[0]
         rows.append(_row(out, seed.id, outcome))
+        if save is not None:  # a bounded or interrupted run still reports the seeds it finished
+            save(_result(variant, client, construction, structured, designs_from, out, rows, started))
         print(f"[{variant} {len(rows)}/{args.n}] {seed.id}: {outcome.stage} ({outcome.seconds:.0f}s)", flush=True)
+    return _result(variant, client, construction, structured, designs_from, out, rows, started)
+
+
+def _result(
+    variant: str, client: Any, construction: str, structured: str, designs_from: Path | None, out: Path,
+    rows: list[dict[str, Any]], started: float,
+) -> dict[str, Any]:  # fmt: skip
     seconds = time.perf_counter() - started
     return {
         "variant": variant, "construction": construction,
@@ -143,7 +158,8 @@ def main() -> None:
         reuse = Path(results[0]["out"]) if results and args.llm == "local" else None
         if args.designs_from and args.llm == "local":
             reuse = Path(args.designs_from)
-        results.append(run_variant(args, variant, client, deadline, reuse))
+        save = functools.partial(_save, args, client.model, load_s, list(results))
+        results.append(run_variant(args, variant, client, deadline, reuse, save))
         path = _write(args, client.model, load_s, results)
     console = Console(width=160)
     for result in results:
@@ -164,6 +180,12 @@ def _print(console: Console, args: argparse.Namespace, model: str, result: dict[
     console.print(f"{result['variant']} funnel: {funnel_line}; {result['seconds_per_seed']} s/seed")
     if result["structured_note"]:
         console.print(f"note: {result['structured_note']}", markup=False)
+
+
+def _save(
+    args: argparse.Namespace, model: str, load_s: float, done: list[dict[str, Any]], partial: dict[str, Any]
+) -> None:
+    _write(args, model, load_s, [*done, partial])
 
 
 def _write(args: argparse.Namespace, model: str, load_s: float, results: list[dict[str, Any]]) -> Path:
