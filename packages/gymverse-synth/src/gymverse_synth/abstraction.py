@@ -9,7 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gymverse_synth.llm.base import Completion, LLMClient, LLMError
+from gymverse_synth.llm.base import (
+    Completion,
+    LLMClient,
+    LLMError,
+    bounded_schema,
+    json_schema_format,
+    with_schema,
+)
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign, design_field_guide
 
@@ -287,14 +294,11 @@ def _check_attempts(max_attempts: int) -> None:
 
 def design_response_format() -> dict[str, Any]:
     """The `EnvDesign` JSON schema as an OpenAI-style ``response_format`` (for clients that decode by schema)."""
-    return {"type": "json_schema", "json_schema": {"name": "EnvDesign", "schema": EnvDesign.model_json_schema()}}
+    return json_schema_format("EnvDesign", bounded_schema(EnvDesign.model_json_schema()))
 
 
 def _guided(client: LLMClient, sampling: dict[str, Any]) -> dict[str, Any]:
-    # only clients that say so get a schema: others (HTTP endpoints, replays) keep their exact requests
-    if getattr(client, "supports_json_schema", False) and "response_format" not in sampling:
-        return {**sampling, "response_format": design_response_format()}
-    return sampling
+    return with_schema(client, sampling, design_response_format())
 
 
 def abstract(seed: Seed, client: LLMClient, max_attempts: int = 3, **sampling: Any) -> AbstractionResult:

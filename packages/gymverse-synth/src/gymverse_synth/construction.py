@@ -138,6 +138,7 @@ class LLMExchange(BaseModel):
     completion_tokens: int = 0
     seconds: float = 0.0
     sampling: dict[str, Any] = Field(default_factory=dict)
+    parts: dict[str, Any] = Field(default_factory=dict, description="construction in parts: `PartsState` of the round")
 
     @property
     def ok(self) -> bool:

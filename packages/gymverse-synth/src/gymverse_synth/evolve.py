@@ -20,10 +20,11 @@ from gymverse_synth.abstraction import (
     DesignParseError,
     DesignRun,
     build_abstraction_messages,
+    design_response_format,
     parse_design,
 )
 from gymverse_synth.construction import load_prompt
-from gymverse_synth.llm.base import LLMClient
+from gymverse_synth.llm.base import LLMClient, with_schema
 from gymverse_synth.pipeline import SeedOutcome, SynthConfig, asynthesize_seed
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign
@@ -88,7 +89,8 @@ async def _evolved_design(
 
     base = build_evolve_messages(parent, seed, measured_success, new_name)
     run = DesignRun(seed, client.model, base, parse=parse, feedback=feedback)
-    return await run.arun(client, max_attempts, sampling)
+    # the evolved design has the design's schema: structured output where the client honours it, like abstraction
+    return await run.arun(client, max_attempts, with_schema(client, sampling, design_response_format()))
 
 
 async def aevolve(

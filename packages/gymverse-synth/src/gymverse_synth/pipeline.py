@@ -26,6 +26,7 @@ from gymverse_synth import artifacts
 from gymverse_synth.abstraction import AbstractionResult, aabstract
 from gymverse_synth.construction import DEFAULT_EXAMPLE, LLMExchange, aconstruct
 from gymverse_synth.llm.base import LLMClient
+from gymverse_synth.parts import aconstruct_parts
 from gymverse_synth.repair import arepair
 from gymverse_synth.seeds import Seed
 from gymverse_synth.spec import EnvDesign
@@ -49,11 +50,18 @@ class SynthConfig:
     sampling: dict[str, Any] = field(default_factory=dict)
     example: str = DEFAULT_EXAMPLE
     suite_dir: Path | None = None
+    #: ``whole``: the program in one request; ``parts``: method by method, each checked and repaired on its own
+    #: (`gymverse_synth.parts`), what a small model can finish within its token budget.
+    construction: Literal["whole", "parts"] = "whole"
+    #: Requests per part and round before the part counts as failed (``construction="parts"``).
+    part_attempts: int = 3
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
-        if self.max_repairs < 0 or self.concurrency < 1 or self.abstraction_attempts < 1:
-            raise ValueError("need max_repairs >= 0, concurrency >= 1 and abstraction_attempts >= 1")
+        if self.max_repairs < 0 or self.concurrency < 1 or self.abstraction_attempts < 1 or self.part_attempts < 1:
+            raise ValueError("need max_repairs >= 0 and concurrency, abstraction_attempts, part_attempts >= 1")
+        if self.construction not in ("whole", "parts"):
+            raise ValueError(f"construction must be 'whole' or 'parts', got {self.construction!r}")
 
     @property
     def suite(self) -> Path:
@@ -125,7 +133,12 @@ class _SeedRun:
             if not _is_transient(cached):
                 return cached
         sampling = self.config.sampling
-        if round_ == 0:
+        if self.config.construction == "parts":
+            previous = (self.exchanges[-1], self.reports[-1]) if round_ else (None, None)
+            ex = await aconstruct_parts(design, self.client, round_=round_, previous=previous[0], report=previous[1],
+                                        attempts=self.config.part_attempts, example=self.config.example,
+                                        sampling=sampling)  # fmt: skip
+        elif round_ == 0:
             ex = await aconstruct(design, self.client, self.config.example, **sampling)
         else:
             prev, report = self.exchanges[-1], self.reports[-1]
@@ -272,6 +285,7 @@ class RunSummary(BaseModel):
     seconds: float
     model: str
     outcomes: list[SeedOutcome]
+    notes: list[str] = Field(default_factory=list, description="what the run changed on its own, e.g. prompt-only")
 
     @classmethod
     def build(cls, outcomes: Sequence[SeedOutcome], model: str, seconds: float) -> RunSummary:
@@ -333,6 +347,9 @@ async def arun_pipeline(
     with view:
         outcomes = await asyncio.gather(*(one(s) for s in seeds))
     summary = RunSummary.build(outcomes, client.model, time.perf_counter() - started)
+    note = getattr(client, "structured_note", None)
+    if isinstance(note, str):
+        summary.notes.append(note)
     artifacts.atomic_write_json(config.out / "summary.json", summary.model_dump(mode="json"))
     return summary
 

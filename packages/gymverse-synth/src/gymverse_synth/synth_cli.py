@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gymverse.cli import positive_int_arg as _positive
 from gymverse.text import plural
@@ -56,6 +56,18 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="sandbox wall-clock limit per validation (s)")
     p.add_argument("--memory-mb", type=_positive, default=1024, help="sandbox memory limit per validation (MB)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--construction",
+        choices=("auto", "whole", "parts"),
+        default="auto",
+        help="program in one request (whole) or method by method (parts); auto: parts with --llm local",
+    )
+    p.add_argument(
+        "--structured",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="response_format JSON schemas to a server: auto (off once it refuses one), on, off",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -115,6 +127,8 @@ def _client(args: argparse.Namespace) -> Any:
 
     if not args.llm:
         raise ValueError("--llm is required: an OpenAI-compatible base URL, 'local' or 'replay:FILE'")
+    if args.llm.startswith(("http://", "https://")):
+        return get_client(args.llm, model=args.model, structured=args.structured)
     return get_client(args.llm, model=args.model)
 
 
@@ -124,7 +138,11 @@ def _config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
 
     sampling = {k: v for k, v in (("max_tokens", args.max_tokens), ("temperature", args.temperature)) if v is not None}
     validation = ValidationConfig(timeout=args.timeout, memory_mb=args.memory_mb)
-    return SynthConfig(out=out, max_repairs=args.max_repairs, sampling=sampling, validation=validation, **extra)
+    construction: Literal["whole", "parts"] = "parts" if args.llm == "local" else "whole"
+    if args.construction in ("whole", "parts"):
+        construction = args.construction
+    return SynthConfig(out=out, max_repairs=args.max_repairs, sampling=sampling, validation=validation,
+                       construction=construction, **extra)  # fmt: skip
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -155,6 +173,8 @@ def run_command(args: argparse.Namespace) -> int:
     console.print(summary_table(summary))
     for line in failure_lines(summary):
         console.print(line, markup=False, soft_wrap=True)
+    for note in summary.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
     ids = register_suite(config.suite, family=args.family)
     console.print(f"suite: {config.suite} ({plural(len(ids), 'accepted env')}); summary: {config.out / 'summary.json'}")
     return 1 if summary.errors else 0

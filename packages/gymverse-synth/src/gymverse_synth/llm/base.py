@@ -114,6 +114,42 @@ class LLMClient(Protocol):
         ...
 
 
+def json_schema_format(name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI-style ``response_format`` asking for JSON that matches `schema` (vLLM, SGLang, Ollama, OpenAI)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema)}}
+
+
+def bounded_schema(schema: Any, max_string: int = 160, max_items: int = 3) -> Any:
+    """`schema` with every free string capped at `max_string` characters and every array at `max_items` items.
+
+    A server decoding under a schema cannot end a string or a list early the way our local decoder does, and a
+    small model rambles: without bounds it spends the token budget inside one value and the JSON is cut off.
+    Strings with a ``pattern`` or ``format`` keep no length bound (vLLM refuses the two together), and bounds the
+    schema already sets are kept.
+    """
+    if isinstance(schema, list):
+        return [bounded_schema(v, max_string, max_items) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_schema(v, max_string, max_items) for k, v in schema.items()}
+    if out.get("type") == "string" and not {"pattern", "format", "enum", "maxLength"} & out.keys():
+        out["maxLength"] = max_string
+    if out.get("type") == "array" and "maxItems" not in out:
+        out["maxItems"] = max(max_items, int(out.get("minItems", 0)))
+    return out
+
+
+def with_schema(client: LLMClient, sampling: Mapping[str, Any], response_format: dict[str, Any]) -> dict[str, Any]:
+    """`sampling` plus `response_format` when `client` honours schemas (``supports_json_schema``), else unchanged.
+
+    Clients that do not say so (replays, plain test doubles) keep their exact requests; an HTTP client says so until
+    its server refuses a schema (see `OpenAIClient`), so a run needs no setting per server.
+    """
+    if getattr(client, "supports_json_schema", False) and "response_format" not in sampling:
+        return {**sampling, "response_format": response_format}
+    return dict(sampling)
+
+
 def validate_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
     """Copy `messages` into plain dicts, raising ValueError that names the first malformed message."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import ssl
+import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import httpx
 from gymverse.text import plural
@@ -17,6 +20,10 @@ from gymverse_synth.llm.base import BaseLLMClient, Completion, LLMError
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BODY_EXCERPT = 500
+#: Statuses with which a server refuses a request it will not serve as sent (vLLM: 400 ``BadRequestError`` for a
+#: schema its grammar backend cannot compile; FastAPI-based servers: 422 for a field they do not know).
+REFUSAL_STATUSES = frozenset({400, 422})
+StructuredMode = Literal["auto", "on", "off"]
 
 
 def _excerpt(text: str, limit: int = BODY_EXCERPT) -> str:
@@ -44,6 +51,11 @@ class OpenAIClient(BaseLLMClient):
     `base_url` is the server root or its ``/v1`` prefix (``http://localhost:8000`` and ``http://localhost:8000/v1``
     both work). `api_key` defaults to ``$OPENAI_API_KEY`` when set. Extra keyword arguments become default sampling
     parameters (``temperature``, ``max_tokens``, ``top_p``, ``seed``, ``stop``, ...), overridden per call.
+
+    Structured output (`structured`): ``"auto"`` (default) sends a ``response_format`` JSON schema when a stage asks
+    for one; a server that refuses such a request (HTTP 400/422) while the same request without it succeeds gets
+    prompt-only requests from then on, and `structured_note` says so (printed once to stderr). ``"on"`` always sends
+    it (a refusal is an error), ``"off"`` never does.
     """
 
     def __init__(
@@ -57,9 +69,17 @@ class OpenAIClient(BaseLLMClient):
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_concurrency: int = 16,
+        structured: StructuredMode = "auto",
         **default_sampling: Any,
     ) -> None:
         super().__init__(model, **default_sampling)
+        if structured not in ("auto", "on", "off"):
+            raise ValueError(f"structured must be 'auto', 'on' or 'off', got {structured!r}")
+        self.structured: StructuredMode = structured
+        #: None: not yet known; True: the server honoured a schema; False: it refused one (prompt-only from then on)
+        self.schema_accepted: bool | None = None
+        self.structured_note: str | None = None
+        self._note_lock = threading.Lock()
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_retries < 0 or max_concurrency < 1 or timeout <= 0 or backoff < 0:
@@ -86,8 +106,48 @@ class OpenAIClient(BaseLLMClient):
 
     # -- request/response --------------------------------------------------------------------------------------
 
+    @property
+    def supports_json_schema(self) -> bool:
+        """Whether stages should ask this server for a ``response_format`` schema (false once it refused one)."""
+        return self.structured == "on" or (self.structured == "auto" and self.schema_accepted is not False)
+
     def _payload(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> dict[str, Any]:
+        if not self.supports_json_schema:
+            sampling = {k: v for k, v in sampling.items() if k != "response_format"}
         return {"model": self.model, "messages": messages, **sampling, "stream": False}
+
+    def _without_schema(self, payload: dict[str, Any], err: LLMError) -> dict[str, Any]:
+        """The request again without its schema when `err` may be the server refusing it; else `err` is raised."""
+        if self.structured == "auto" and "response_format" in payload and err.status in REFUSAL_STATUSES:
+            return {k: v for k, v in payload.items() if k != "response_format"}
+        raise err
+
+    @contextlib.contextmanager
+    def _fallback(self, refusal: LLMError) -> Iterator[None]:
+        """Around the request without the schema: if it is answered, the schema was what the server refused; if it
+        fails too, the refusal was about something else and is the error to report."""
+        try:
+            yield
+        except LLMError:
+            raise refusal from None
+        self._refused(refusal)
+
+    def _refused(self, err: LLMError) -> None:
+        """Record that the server refused a schema that it serves without; say so once."""
+        with self._note_lock:
+            self.schema_accepted = False
+            if self.structured_note is not None:
+                return
+            self.structured_note = (
+                f"{self.base_url} refused response_format json_schema (HTTP {err.status}: "
+                f"{_excerpt(err.body or '', 200)}); structured output is off for this server, requests are prompt-only"
+            )
+        print(f"gymverse: {self.structured_note}", file=sys.stderr)
+
+    def _accepted(self, payload: dict[str, Any], completion: Completion) -> Completion:
+        if "response_format" in payload and self.schema_accepted is None:
+            self.schema_accepted = True
+        return completion
 
     def _backoff(self, attempt: int, hint: float | None) -> float:
         if hint is not None:
@@ -160,6 +220,14 @@ class OpenAIClient(BaseLLMClient):
 
     def _chat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
+        try:
+            return self._accepted(payload, self._post(payload))
+        except LLMError as err:
+            refusal, plain = err, self._without_schema(payload, err)
+        with self._fallback(refusal):
+            return self._post(plain)
+
+    def _post(self, payload: dict[str, Any]) -> Completion:
         for attempt in range(self.max_retries + 1):
             started = time.perf_counter()
             try:
@@ -181,6 +249,14 @@ class OpenAIClient(BaseLLMClient):
 
     async def _achat(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> Completion:
         payload = self._payload(messages, sampling)
+        try:
+            return self._accepted(payload, await self._apost(payload))
+        except LLMError as err:
+            refusal, plain = err, self._without_schema(payload, err)
+        with self._fallback(refusal):
+            return await self._apost(plain)
+
+    async def _apost(self, payload: dict[str, Any]) -> Completion:
         sem = self._semaphore()
         for attempt in range(self.max_retries + 1):
             started = time.perf_counter()

@@ -9,10 +9,16 @@ the peak number of requests in flight so tests can check client-side concurrency
         client = OpenAIClient(server.base_url, model="scripted")
         ...
         assert server.requests[0].messages[-1]["content"] == "..."
+
+`structured` says what the server does with a ``response_format`` JSON schema: ``"ignore"`` (the default: replies
+as scripted), ``"vllm"`` (refuses what vLLM's grammar backend refuses, with vLLM's status and error body, and
+forces the structure of every other reply, see `gymverse_synth.testing.structured`) or ``"refuse"`` (a server
+without structured outputs: every ``json_schema`` request gets HTTP 400).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -20,9 +26,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
+
+from gymverse_synth.testing import structured as so
 
 Handler = Callable[["RecordedRequest"], "Reply | str"]
+Structured = Literal["ignore", "vllm", "refuse"]
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         owner._enter()
         try:
-            reply = owner._next_reply(request)
+            refused = owner._refusal(body)
+            if refused is not None:
+                self._send(400, so.vllm_error_body(refused))
+                return
+            reply = owner._constrained(body, owner._next_reply(request))
             if reply.delay and owner._stopping.wait(reply.delay):
                 return  # the server is shutting down: abandon the request
             if reply.drop:
@@ -175,8 +188,14 @@ class ScriptedLLMServer:
         handler: Handler | None = None,
         *,
         model: str = "scripted",
+        structured: Structured = "ignore",
     ) -> None:
+        if structured not in ("ignore", "vllm", "refuse"):
+            raise ValueError(f"structured must be 'ignore', 'vllm' or 'refuse', got {structured!r}")
         self.model = model
+        self.structured = structured
+        #: Replies whose structure the server forced to the requested schema (``structured="vllm"``).
+        self.constrained = 0
         self.handler = handler
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
@@ -223,6 +242,27 @@ class ScriptedLLMServer:
         if item is None:
             return Reply.error(500, f"scripted server: no reply scripted for request #{request.index}")
         return Reply(content=item) if isinstance(item, str) else item
+
+    def _refusal(self, body: dict[str, Any]) -> str | None:
+        if self.structured == "ignore" or "response_format" not in body:
+            return None
+        if self.structured == "refuse":
+            rf = body["response_format"]
+            if isinstance(rf, dict) and rf.get("type") == "json_schema":
+                return "response_format of type 'json_schema' is not supported by this server"
+            return None
+        return so.refusal(body)
+
+    def _constrained(self, body: dict[str, Any], reply: Reply) -> Reply:
+        rf = body.get("response_format")
+        if self.structured != "vllm" or reply.status != 200 or reply.drop or not isinstance(rf, dict):
+            return reply
+        schema = (rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None
+        if not isinstance(schema, dict):
+            return reply
+        with self._lock:
+            self.constrained += 1
+        return dataclasses.replace(reply, content=so.constrain(reply.content, schema))
 
     def _enter(self) -> None:
         with self._lock:
