@@ -44,13 +44,13 @@ class Outcome:
 
 
 def readme_commands(text: str) -> tuple[list[str], str, list[str]]:
-    """(set-up commands, the Thirty-seconds Python block, the Thirty-seconds shell lines) of the root README."""
+    """(set-up commands, the Thirty-seconds Python block, its shell lines: the quick ones, then the longer runs)."""
     blocks = re.findall(r"```(bash|python)\n(.*?)```", text, re.S)
     section = text.split("## Thirty seconds", 1)[1].split("\n## ", 1)[0]
     thirty = re.findall(r"```(bash|python)\n(.*?)```", section, re.S)
     python = next(body for kind, body in thirty if kind == "python")
-    shell = next(body for kind, body in thirty if kind == "bash")
-    return _lines(blocks[0][1]), python, _lines(shell)
+    shell = [line for kind, body in thirty if kind == "bash" for line in _lines(body)]
+    return _lines(blocks[0][1]), python, shell
 
 
 def _lines(block: str) -> list[str]:
