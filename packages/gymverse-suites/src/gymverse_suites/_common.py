@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from types import ModuleType
 
 import numpy as np
-
 from gymverse.compat.gem import _GlobalRngScope
 
 SEED_SPACE = 2**31 - 1

@@ -37,3 +37,6 @@ def register_installed() -> None:
     """Register every installed suite's envs, and the ``agentgym+http://`` id scheme."""
     for suite in installed_suites():
         importlib.import_module(suite.wrapper).register_envs()
+    from gymverse_suites import agentgym
+
+    agentgym.register_scheme_hook()
