@@ -172,4 +172,4 @@ class BabyAI(Env):
 
 def register_envs() -> None:
     """Register ``babyai:BabyAI``."""
-    register(f"{FAMILY}:BabyAI", BabyAI)
+    register(f"{FAMILY}:BabyAI", "gymverse_suites.babyai:BabyAI")

@@ -1,4 +1,4 @@
-"""The ``gymverse.envs`` entry point: register the suites whose packages are installed (found, not imported).
+"""The ``gymverse.envs`` entry point (importing this module registers): the suites whose packages are installed.
 
 `gymverse list` therefore shows exactly the installed suites, and loading the registry stays cheap: a suite's
 package is imported only when one of its envs is built.
@@ -24,6 +24,7 @@ class Suite(NamedTuple):
 SUITES: tuple[Suite, ...] = (
     Suite("gem", "gem", "gem", "gymverse_suites.gem_games"),
     Suite("babyai", "minigrid", "babyai", "gymverse_suites.babyai"),
+    Suite("sciworld", "scienceworld", "sciworld", "gymverse_suites.sciworld"),
     Suite("rg", "reasoning_gym", "rg", "gymverse_suites.rg"),
 )
 
@@ -40,3 +41,6 @@ def register_installed() -> None:
     from gymverse_suites import agentgym
 
     agentgym.register_scheme_hook()
+
+
+register_installed()  # once per process: the registry imports this module through the entry point
