@@ -128,15 +128,24 @@ def game_class(game: str) -> type[GemGame]:
         raise ValueError(f"unknown GEM game {game!r}; known: {', '.join(GAMES)}")
     table = complexity_table(game)
     params = {k: [table[lvl][k] for lvl in LEVELS] for k in table[1] if table[1][k] != table[10][k]}
-    return type(f"Gem_{game}", (GemGame,), {"complexity_params": params})
+    return type(f"Gem_{game}", (GemGame,), {"complexity_params": params, "__init__": _bind_game(game)})
 
 
-def make(game: str, **kwargs: Any) -> GemGame:
-    """Build ``gem:<game>`` (the factory the registry calls)."""
-    return game_class(game)(game, **kwargs)
+def _bind_game(game: str) -> Callable[..., None]:
+    def __init__(self: GemGame, **kwargs: Any) -> None:
+        GemGame.__init__(self, game, **kwargs)
+
+    return __init__
+
+
+def __getattr__(name: str) -> Any:
+    # ``gymverse_suites.gem_games:Gem_<Game>`` entry points: the class is made on first use
+    if name.startswith("Gem_") and name[4:] in GAMES:
+        return game_class(name[4:])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_envs() -> None:
     """Register ``gem:<Game>`` for every game in `GAMES`."""
     for game in GAMES:
-        register(f"{FAMILY}:{game}", functools.partial(make, game))
+        register(f"{FAMILY}:{game}", f"{__name__}:Gem_{game}")

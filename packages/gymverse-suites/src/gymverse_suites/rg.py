@@ -186,12 +186,14 @@ def task_class(task: str) -> type[ReasoningGymTask]:
     return type(f"RG_{task}", (ReasoningGymTask,), attrs)
 
 
-def make(task: str, **kwargs: Any) -> ReasoningGymTask:
-    """Build ``rg:<task>`` (the factory the registry calls)."""
-    return task_class(task)(**kwargs)
+def __getattr__(name: str) -> Any:
+    # ``gymverse_suites.rg:RG_<task>`` entry points: the class is made on first use, so listing envs builds none
+    if name.startswith("RG_") and name[3:] in TASKS:
+        return task_class(name[3:])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_envs() -> None:
-    """Register ``rg:<task>`` for every task in `TASKS` (nothing is imported until one is built)."""
+    """Register ``rg:<task>`` for every task in `TASKS` (nothing is imported until one is used)."""
     for task in TASKS:
-        register(f"{FAMILY}:{task}", functools.partial(make, task))
+        register(f"{FAMILY}:{task}", f"{__name__}:RG_{task}")

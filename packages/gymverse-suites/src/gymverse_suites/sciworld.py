@@ -167,15 +167,22 @@ def task_class(task_id: str) -> type[ScienceWorldTask]:
         reward_range=(-1.0, 1.0),
         extra={"source": "scienceworld", "task_name": task},
     )
-    return type(f"SW_{task.replace('-', '_')}", (ScienceWorldTask,), {"task": task, "metadata": metadata})
+    return type(_class_name(task_id), (ScienceWorldTask,), {"task": task, "metadata": metadata})
 
 
-def make(task_id: str, **kwargs: Any) -> ScienceWorldTask:
-    """Build ``sciworld:<task_id>`` (the factory the registry calls)."""
-    return task_class(task_id)(**kwargs)
+def _class_name(task_id: str) -> str:
+    return "SW_" + task_id.replace("-", "_")
+
+
+def __getattr__(name: str) -> Any:
+    # ``gymverse_suites.sciworld:SW_<id>`` entry points: the class is made on first use
+    by_name = {_class_name(t): t for t in TASKS}
+    if name in by_name:
+        return task_class(by_name[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_envs() -> None:
     """Register ``sciworld:<task_id>`` for every task."""
     for task_id in TASKS:
-        register(f"{FAMILY}:{task_id}", functools.partial(make, task_id))
+        register(f"{FAMILY}:{task_id}", f"{__name__}:{_class_name(task_id)}")
