@@ -19,11 +19,11 @@ def test_levels_span_gems_easy_to_hard_kwargs() -> None:
 @pytest.mark.parametrize("game", ["GuessTheNumber", "Mastermind"])
 @pytest.mark.parametrize("level", [1, 10])
 def test_oracle_games_levels_1_and_10(game: str, level: int, play: Any) -> None:
-    env = gymverse.make(f"gem:{game}", complexity=level)
+    env = gymverse.make(f"gem-game:{game}", complexity=level)
     transcript = play(env, 4)
     assert transcript[-1][2] is True and env.success_rule == "reward"
     assert env.gem_env.max_turns == gem_games.level_kwargs(game, level)["max_turns"]
-    assert play(gymverse.make(f"gem:{game}", complexity=level), 4) == transcript
+    assert play(gymverse.make(f"gem-game:{game}", complexity=level), 4) == transcript
 
 
 @pytest.mark.parametrize("game", sorted(gem_games.NO_ORACLE))
@@ -33,9 +33,9 @@ def test_games_without_oracle_play_randomly_and_replay(game: str, play: Any) -> 
 
     firsts = []
     for level in (1, 10):
-        transcript = play(gymverse.make(f"gem:{game}", complexity=level, seed=1), 3, policy)
-        assert play(gymverse.make(f"gem:{game}", complexity=level, seed=1), 3, policy) == transcript
+        transcript = play(gymverse.make(f"gem-game:{game}", complexity=level, seed=1), 3, policy)
+        assert play(gymverse.make(f"gem-game:{game}", complexity=level, seed=1), 3, policy) == transcript
         firsts.append(transcript[0])
     assert firsts[0] != firsts[1]
     with pytest.raises(NotImplementedError, match="no oracle"):
-        gymverse.make(f"gem:{game}").solve()
+        gymverse.make(f"gem-game:{game}").solve()

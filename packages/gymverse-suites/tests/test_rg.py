@@ -17,8 +17,10 @@ FAST = ["basic_arithmetic", "word_sorting", "maze", "mini_sudoku", "family_relat
 def test_task_lists_match_the_installed_package() -> None:
     factory = rg._rg()
     assert set(rg.TASKS) | set(rg.LEFT_OUT) == set(factory.DATASETS)  # every task is registered or explained
-    assert set(rg.TASKS) == set(factory.CURRICULA) - {"knight_swap"}
-    assert rg.usable_levels("knight_swap") == 0  # the reason LEFT_OUT gives still holds
+    assert set(rg.TASKS) == set(factory.CURRICULA) - {"knight_swap", "modulo_grid"}
+    # the reasons LEFT_OUT gives still hold, and every registered task has a complexity range
+    assert rg.usable_levels("knight_swap") == 0 and rg.usable_levels("modulo_grid") == 1
+    assert all(rg.usable_levels(t) >= 2 for t in rg.TASKS)
     assert set(gymverse.list_envs("rg")) == {f"rg:{t}" for t in rg.TASKS}
 
 

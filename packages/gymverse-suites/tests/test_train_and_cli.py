@@ -16,13 +16,13 @@ def test_gymverse_list_shows_the_installed_suites(capsys: pytest.CaptureFixture[
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     families = {s.family for s in installed_suites()}
-    assert {"rg", "gem", "babyai"} <= families  # the dev environment installs these extras
+    assert {"rg", "gem-game", "babyai"} <= families  # the dev environment installs these extras
     for family in families:
         assert f"{family}:" in out
     assert "textworld:" not in out  # not installed here: not listed
 
 
-@pytest.mark.parametrize("env_id", ["rg:chain_sum", "gem:Mastermind", "babyai:BabyAI"])
+@pytest.mark.parametrize("env_id", ["rg:chain_sum", "gem-game:Mastermind", "babyai:BabyAI"])
 def test_checker_passes_levels_1_and_10(env_id: str) -> None:
     report = check_env(env_id, levels=(1, 10), seeds=(0,))
     assert report.passed, report.summary()

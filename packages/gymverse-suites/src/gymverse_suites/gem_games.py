@@ -1,4 +1,4 @@
-r"""GEM's registry games (``gem-llm``) as ``gem:<Game>`` envs (``pip install 'gymverse-suites[gem]'``).
+r"""GEM's registry games (``gem-llm``) as ``gem-game:<Game>`` envs (``pip install 'gymverse-suites[gem]'``).
 
 Core's `gymverse.compat.gem.GemEnvAdapter` runs each GEM env (private global RNG states, seeds passed through);
 this module only picks the games, their complexity and their oracle.
@@ -19,13 +19,15 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gymverse.compat._gem_shim import LanguageGameReward
 from gymverse.compat.gem import GemEnvAdapter
 from gymverse.complexity import LEVELS, interpolate
+from gymverse.core import EnvMetadata
 from gymverse.registry import register
 
 from gymverse_suites._common import import_suite
 
-FAMILY = "gem"
+FAMILY = "gem-game"  # not "gem": gymverse.loader reads "gem:<path>" refs as GEM env files
 
 #: game -> (GEM entry point, kwargs at level 1 (GEM's ``-easy``), kwargs at level 10 (GEM's ``-hard``)).
 GAMES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
@@ -100,7 +102,6 @@ class GemGame(GemEnvAdapter):
             name=game,
             family=FAMILY,
             domain="game",
-            description=f"GEM's {game} game (gem-llm), easy at level 1 to hard at level 10",
             success_from="reward",
             success_reward=float(reward.success_reward),
             format_error_reward=float(reward.format_error_reward),
@@ -112,7 +113,7 @@ class GemGame(GemEnvAdapter):
         """The answer read off the GEM game's state (GuessTheNumber, Mastermind); other games have no oracle."""
         oracle = _ORACLES.get(self.game)
         if oracle is None:
-            raise NotImplementedError(f"gem:{self.game} has no oracle: GEM ships no solver for it")
+            raise NotImplementedError(f"gem-game:{self.game} has no oracle: GEM ships no solver for it")
         return oracle(self.gem_env)
 
 
@@ -128,7 +129,18 @@ def game_class(game: str) -> type[GemGame]:
         raise ValueError(f"unknown GEM game {game!r}; known: {', '.join(GAMES)}")
     table = complexity_table(game)
     params = {k: [table[lvl][k] for lvl in LEVELS] for k in table[1] if table[1][k] != table[10][k]}
-    return type(f"Gem_{game}", (GemGame,), {"complexity_params": params, "__init__": _bind_game(game)})
+    metadata = EnvMetadata(  # a class attribute (the adapter's is per instance): tools read it off the class
+        name=game,
+        family=FAMILY,
+        domain="game",
+        description=f"GEM's {game} game (gem-llm), easy at level 1 to hard at level 10",
+        action_format="free text, parsed by the GEM env (its prompt asks for \\boxed{...})",
+        max_turns=int(table[10]["max_turns"]),
+        reward_range=(LanguageGameReward.format_error_reward, LanguageGameReward.success_reward),
+        extra={"source": "gem", "gem_entry_point": GAMES[game][0]},
+    )
+    attrs = {"complexity_params": params, "metadata": metadata, "__init__": _bind_game(game)}
+    return type(f"Gem_{game}", (GemGame,), attrs)
 
 
 def _bind_game(game: str) -> Callable[..., None]:
@@ -146,6 +158,6 @@ def __getattr__(name: str) -> Any:
 
 
 def register_envs() -> None:
-    """Register ``gem:<Game>`` for every game in `GAMES`."""
+    """Register ``gem-game:<Game>`` for every game in `GAMES`."""
     for game in GAMES:
         register(f"{FAMILY}:{game}", f"{__name__}:Gem_{game}")

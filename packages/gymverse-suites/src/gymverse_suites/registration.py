@@ -22,7 +22,7 @@ class Suite(NamedTuple):
 
 
 SUITES: tuple[Suite, ...] = (
-    Suite("gem", "gem", "gem", "gymverse_suites.gem_games"),
+    Suite("gem-game", "gem", "gem", "gymverse_suites.gem_games"),
     Suite("babyai", "minigrid", "babyai", "gymverse_suites.babyai"),
     Suite("sciworld", "scienceworld", "sciworld", "gymverse_suites.sciworld"),
     Suite("rg", "reasoning_gym", "rg", "gymverse_suites.rg"),
