@@ -45,3 +45,11 @@ def test_gymverse_train_on_a_reasoning_gym_task(tmp_path: Path) -> None:
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     assert set(metrics[-1]["complexity_by_env"]) == {"rg:chain_sum"}
+
+
+def test_suite_ids_in_the_shared_dataset_rows() -> None:
+    from gymverse.rollout.dataset import episode_specs
+
+    ids = ["rg:chain_sum", "gem-game:Mastermind", "babyai:BabyAI", "agentgym+http://127.0.0.1:9/agentgym/x:Y"]
+    rows = episode_specs(ids, 2, seed=10)  # the rows every adapter's make-dataset writes
+    assert [(r.env_id, r.seed) for r in rows[:4]] == [(i, 10) for i in ids] and rows[-1].seed == 11
