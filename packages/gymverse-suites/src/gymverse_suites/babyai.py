@@ -102,7 +102,7 @@ class BabyAI(Env):
     metadata = EnvMetadata(
         name="BabyAI",
         family=FAMILY,
-        domain="game",
+        domain="other",  # GymVerse's domains name its own families (synth seeds its "game" domain from them)
         description="BabyAI grid-world missions (minigrid) with a text view; levels ordered by difficulty.",
         action_format=r"\boxed{turn left|turn right|move forward|pick up|drop|toggle|done}",
         max_turns=64,

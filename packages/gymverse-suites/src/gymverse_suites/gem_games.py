@@ -101,7 +101,7 @@ class GemGame(GemEnvAdapter):
             complexity_kwargs=functools.partial(level_kwargs, game),
             name=game,
             family=FAMILY,
-            domain="game",
+            domain="other",
             success_from="reward",
             success_reward=float(reward.success_reward),
             format_error_reward=float(reward.format_error_reward),
@@ -132,7 +132,7 @@ def game_class(game: str) -> type[GemGame]:
     metadata = EnvMetadata(  # a class attribute (the adapter's is per instance): tools read it off the class
         name=game,
         family=FAMILY,
-        domain="game",
+        domain="other",  # GymVerse's domains name its own families (synth seeds its "game" domain from them)
         description=f"GEM's {game} game (gem-llm), easy at level 1 to hard at level 10",
         action_format="free text, parsed by the GEM env (its prompt asks for \\boxed{...})",
         max_turns=int(table[10]["max_turns"]),
