@@ -116,6 +116,22 @@ def _load_plugins() -> None:
 
 REMOTE_PREFIX = "remote+"
 REMOTE_ENTRY_POINT = "gymverse.client.remote:RemoteEnv"
+#: Id prefixes that plugins resolve to a spec themselves (e.g. ``agentgym+`` for AgentGym env servers).
+_SCHEMES: dict[str, Callable[[str], EnvSpec]] = {}
+
+
+def register_scheme(prefix: str, resolver: Callable[[str], EnvSpec]) -> None:
+    """Resolve ids starting with `prefix` (such as ``agentgym+``) with `resolver` instead of the registry."""
+    if ":" in prefix or not prefix.endswith("+"):
+        raise ValueError(f"an id scheme prefix looks like 'name+', got {prefix!r}")
+    with _LOCK:
+        _SCHEMES[prefix] = resolver
+
+
+def _scheme_resolver(env_id: str) -> Callable[[str], EnvSpec] | None:
+    _load_plugins()
+    with _LOCK:
+        return next((r for p, r in _SCHEMES.items() if env_id.startswith(p)), None)
 
 
 def is_proxy_id(env_id: str) -> bool:
@@ -138,7 +154,9 @@ def spec(env_id: str) -> EnvSpec:
     """The `EnvSpec` of `env_id`; unknown ids raise with the closest registered ids."""
     if env_id.startswith(REMOTE_PREFIX):
         return remote_spec(env_id)
-    _load_plugins()
+    resolver = _scheme_resolver(env_id)
+    if resolver is not None:
+        return resolver(env_id)
     with _LOCK:
         for key in (env_id, canonical_id(env_id)):
             if key in _REGISTRY:
@@ -186,7 +204,10 @@ def check_env_ids(env_ids: Sequence[str]) -> None:
     if not env_ids:
         raise ValueError("give at least one env id")
     known = set(list_envs())
-    missing = [e for e in env_ids if canonical_id(e) not in known and not e.startswith("remote+")]
+    missing = [
+        e for e in env_ids
+        if canonical_id(e) not in known and not e.startswith(REMOTE_PREFIX) and _scheme_resolver(e) is None
+    ]  # fmt: skip
     if missing:
         raise ValueError(f"unknown env id(s) {list(missing)}; available: {sorted(known)}")
     if len({canonical_id(e) for e in env_ids}) != len(env_ids):
