@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -53,16 +54,17 @@ def _fingerprint(obs: object, inner: dict[str, Any] | None) -> str:
     return f"{obs}\0{attrs}"
 
 
-def _templates(env: Env, obs: str) -> list[str]:
-    """Action templates: the env's own sample actions first (its real answer format), then the observation's."""
-    found: list[str] = []
+def _templates(env: Env, obs: str) -> tuple[list[str], list[str]]:
+    """Action templates: the env's own sample actions (its answer format, but possibly drawn from hidden state) and
+    the observation's (what a model sees)."""
+    sampled: list[str] = []
     with contextlib.suppress(Exception):
         for _ in range(3):
             m = _BOXED.search(str(env.sample_random_action()))
             if m:
-                found.append(m.group(1).strip())
-    found += [m.group(1).strip() for m in _BOXED.finditer(obs)]
-    return list(dict.fromkeys(found))
+                sampled.append(m.group(1).strip())
+    shown = [m.group(1).strip() for m in _BOXED.finditer(obs)]
+    return list(dict.fromkeys(sampled + shown)), list(dict.fromkeys(shown))
 
 
 def _substitute(template: str, constant: str) -> str | None:
@@ -74,15 +76,27 @@ def _substitute(template: str, constant: str) -> str | None:
 
 
 def candidates(env: Env, obs: str) -> list[str]:
-    """Constant answers in the env's format, most telling first: each constant substituted into the env's action
-    templates and boxed on its own, then the env's example actions verbatim."""
-    templates = _templates(env, obs)
+    """Constant answers a model could write, most telling first: each constant substituted into the env's action
+    templates and boxed on its own, then the observation's example actions verbatim. The sampler's actions lend
+    their format only: verbatim they may carry the hidden answer, which no model sees."""
+    templates, shown = _templates(env, obs)
     out: list[str] = []
     for c in CONSTANTS:
         out += [f"\\boxed{{{x}}}" for x in (_substitute(t, c) for t in templates) if x is not None]
         out.append(f"\\boxed{{{c}}}")
-    out += [f"\\boxed{{{t}}}" for t in templates]
+    out += [f"\\boxed{{{t}}}" for t in shown]
     return list(dict.fromkeys(out))[:MAX_CANDIDATES]
+
+
+def answer_key(action: str) -> str:
+    """What an answer means to a typical parser: its numbers if it has any, else its words, case and spacing
+    folded (``\\boxed{answer 0}`` and ``\\boxed{0}`` are one answer)."""
+    m = _BOXED.search(action)
+    text = (m.group(1) if m else action).strip().lower()
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
+    if numbers:
+        return "#" + ",".join(str(float(x)) for x in numbers)
+    return " ".join(re.findall(r"\w+", text))
 
 
 class Probe:
@@ -90,7 +104,11 @@ class Probe:
 
     def __init__(self, build: Callable[[int], Env], reset_timeout: float, episode_timeout: float) -> None:
         self.build, self.reset_timeout, self.episode_timeout = build, reset_timeout, episode_timeout
+        #: A reset slower than `reset_timeout` is a hang only past this bound (slow searches finish well before).
+        self.hang_bound = max(5.0, 5 * reset_timeout)
         self.out: dict[str, Any] = {}
+        #: Seeds reset-probed per level (`resets`).
+        self.probed: dict[int, int] = {}
 
     def _built(self, level: int) -> Env | str:
         try:
@@ -105,6 +123,7 @@ class Probe:
         Levels below 5 get a quarter of the seeds: the seed-dependent bugs this hunts show at high levels.
         Only the first `printed` seeds are fingerprinted (the complexity probe compares those)."""
         failures: list[dict[str, Any]] = []
+        slow: list[dict[str, Any]] = []
         prints: dict[int, dict[int, str]] = {}
         for level in levels:
             env = self._built(level)
@@ -124,13 +143,39 @@ class Probe:
                     bad.append((0, "hang", f"resets at level {level} did not finish; then {env}"))
                 else:
                     bad = self._reset_each(env, level, n_seeds, printed, prints[level])
+            self.probed[level] = n_seeds
+            if bad and bad[0][1] == "hang" and bad[0][0] is not None:
+                took = self._slow(level, bad[0][0])
+                if took is not None:  # slow but finite: a warning, and this level's later seeds are not probed
+                    slow.append({"level": level, "seed": bad[0][0], "seconds": round(took, 3),
+                                 "limit": self.reset_timeout, "bound": self.hang_bound})  # fmt: skip
+                    prints[level][bad[0][0]] = ""
+                    self.probed[level] = bad[0][0] + 1
+                    bad = bad[1:]
+                else:
+                    seed, kind, error = bad[0]
+                    bad[0] = (seed, kind, f"{error}; nor within {self.hang_bound:g}s on a fresh env")
             if bad:
                 seed, kind, error = bad[0]
                 fail = {"level": level, "seed": seed, "kind": kind, "error": error, "n_failed": len(bad)}
                 failures.append({**fail, "n_seeds": n_seeds})
         self.out["reset_failures"] = failures
+        self.out["slow_resets"] = slow
         self.out["reset_seeds"] = seeds
         return prints
+
+    def _slow(self, level: int, seed: int) -> float | None:
+        """Seconds one more ``reset(seed)`` takes on a fresh env when it finishes within `hang_bound`, else None."""
+        env = self._built(level)
+        if isinstance(env, str):
+            return None
+        started = time.monotonic()
+        try:
+            with deadline(self.hang_bound, f"reset(seed={seed}) at level {level}"):
+                env.reset(seed=seed)
+        except (Exception, CallTimeout):
+            return None
+        return time.monotonic() - started
 
     def _reset_each(
         self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str]
@@ -194,7 +239,7 @@ class Probe:
             res["error"] = f"changing the level at run time failed: {_err(err)}"
         self.out["complexity"] = res
 
-    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, str | None]:
+    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
         """One constant episode from ``reset(seed)``: (success, reward problem)."""
         env.reset(seed=seed)
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
@@ -218,7 +263,7 @@ class Probe:
         return out
 
     @staticmethod
-    def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, str | None]:
+    def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
         """Judge one episode of `_batch` exactly as `_play` judges a live one."""
         if isinstance(item, CallTimeout):
             raise item
@@ -229,9 +274,12 @@ class Probe:
             raise item.error
         return ok, issue
 
-    def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]]) -> None:
-        """Play each constant answer on every seed at `levels` whose reset worked in `resets` (if it ran there)."""
-        rates: dict[str, dict[str, float]] = {}
+    def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]], more: int = 0) -> None:
+        """Play each constant answer on every seed at `levels` whose reset worked in `resets` (if it ran there).
+
+        A rate that is high but not yet conclusive (`_unsure`) is played on up to `more` seeds in all: episodes are
+        cheap, and a flag needs a lower bound, not a lucky point estimate."""
+        counts: dict[str, dict[str, list[int]]] = {}
         crashes: list[dict[str, Any]] = []
         rewards: list[dict[str, Any]] = []
         winners: dict[tuple[int, int], list[str]] = {}
@@ -244,51 +292,85 @@ class Probe:
                     obs, _ = env.reset(seed=0)
             except (Exception, CallTimeout):
                 continue
-            low, high = env.metadata.reward_range
-            good = [s for s in range(seeds) if level not in prints or s in prints[level]]
-            hung = False
             actions = candidates(env, obs)
-            batch = self._batch(env, level, [(a, s) for a in actions for s in good])
-            for action in actions:
-                wins = 0
-                for seed in good:
-                    what = f"episode (action {action!r}, level {level}, seed {seed})"
-                    try:
-                        if (action, seed) in batch:
-                            ok, reward_issue = self._batched(batch[(action, seed)], what, low, high)
-                        else:
-                            with deadline(self.episode_timeout, what):
-                                ok, reward_issue = self._play(env, seed, action, low, high)
-                    except CallTimeout as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
-                                        "kind": "hang"})  # fmt: skip
-                        hung = True  # one hang per level is enough evidence and all the time we spend
-                        break
-                    except Exception as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
-                                        "kind": "crash"})  # fmt: skip
-                        continue
-                    if reward_issue and len(rewards) < 3:
-                        rewards.append({"action": action, "level": level, "seed": seed, "error": reward_issue})
-                    if ok:
-                        wins += 1
-                        winners.setdefault((level, seed), []).append(action)
-                rates.setdefault(action, {})[str(level)] = wins / max(1, len(good))
-                if hung:
-                    break
-        self.out["constants"] = rates
+            played = self._level(env, level, actions, self._seeds(level, 0, seeds, prints), counts, crashes, rewards,
+                                 winners)  # fmt: skip
+            unsure = [a for a in actions if _unsure(*counts.get(a, {}).get(str(level), [0, 0]))]
+            if played and unsure and more > seeds:
+                self._level(env, level, unsure, self._seeds(level, seeds, more, prints), counts, crashes, rewards,
+                            winners)  # fmt: skip
+        self.out["constants"] = {a: {lv: w / max(1, n) for lv, (w, n) in by.items()} for a, by in counts.items()}
+        self.out["constant_counts"] = counts
         self.out["constant_seeds"] = seeds
         self.out["step_crashes"] = _first_per_action(crashes)
         self.out["reward_violations"] = rewards
-        both = [{"level": lv, "seed": s, "actions": acts[:2]} for (lv, s), acts in winners.items() if len(acts) > 1]
+        both = []
+        for (lv, s), acts in winners.items():
+            distinct = list({answer_key(a): a for a in acts}.values())  # aliases the parser reads alike are one
+            if len(distinct) > 1:
+                both.append({"level": lv, "seed": s, "actions": distinct[:2]})
         self.out["wrong_answer_wins"] = {"instances": len(both), "of": seeds * len(levels), "examples": both[:3]}
 
+    def _seeds(self, level: int, first: int, last: int, prints: dict[int, dict[int, str]]) -> list[int]:
+        """Seeds first..last-1 whose reset worked when probed (unprobed seeds are tried)."""
+        probed = self.probed.get(level, 0)
+        return [s for s in range(first, last) if level not in prints or s in prints[level] or s >= probed]
 
-def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, str | None]:
+    def _level(
+        self,
+        env: Env,
+        level: int,
+        actions: list[str],
+        good: list[int],
+        counts: dict[str, dict[str, list[int]]],
+        crashes: list[dict[str, Any]],
+        rewards: list[dict[str, Any]],
+        winners: dict[tuple[int, int], list[str]],
+    ) -> bool:
+        """Play `actions` on the seeds `good` of one level, adding to the tallies; False when an episode hung."""
+        low, high = env.metadata.reward_range
+        batch = self._batch(env, level, [(a, s) for a in actions for s in good])
+        for action in actions:
+            tally = counts.setdefault(action, {}).setdefault(str(level), [0, 0])
+            for seed in good:
+                what = f"episode (action {action!r}, level {level}, seed {seed})"
+                try:
+                    if (action, seed) in batch:
+                        ok, issue = self._batched(batch[(action, seed)], what, low, high)
+                    else:
+                        with deadline(self.episode_timeout, what):
+                            ok, issue = self._play(env, seed, action, low, high)
+                except CallTimeout as err:
+                    crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
+                                    "kind": "hang"})  # fmt: skip
+                    return False  # one hang per level is enough evidence and all the time we spend
+                except Exception as err:
+                    crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
+                                    "kind": "crash"})  # fmt: skip
+                    continue
+                tally[1] += 1
+                if issue and len(rewards) < 3:
+                    rewards.append({"action": action, "level": level, "seed": seed, **issue})
+                if ok:
+                    tally[0] += 1
+                    winners.setdefault((level, seed), []).append(action)
+        return True
+
+
+def _unsure(wins: int, n: int) -> bool:
+    """A rate above a quarter whose evidence could still go either way: worth more episodes."""
+    from gymverse_synth.evaluate.findings import CONSTANT_MIN_RATE, lower_bound
+
+    return n > 0 and wins / n > 0.25 and lower_bound(wins, n) < CONSTANT_MIN_RATE
+
+
+def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
     """(success, reward problem) of a constant episode's step results, stopping where a live episode stops."""
     for res in results:
         if not low - 1e-9 <= res.reward <= high + 1e-9:
-            return False, f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})"
+            issue = {"error": f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})",
+                     "reward": float(res.reward), "format_error": res.info.get("format_error") is True}  # fmt: skip
+            return False, issue
         if res.done:
             return res.info.get("success") is True, None
     return False, None

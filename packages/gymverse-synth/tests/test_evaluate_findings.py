@@ -1,0 +1,68 @@
+"""Findings from evidence: severities, statistical rate flags, structured fields, exact differences, aliases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymverse.checker._support import differ_at, first_difference, same
+from gymverse_synth.evaluate.correctness import verdict
+from gymverse_synth.evaluate.findings import findings, lower_bound
+from gymverse_synth.evaluate.probes import answer_key
+
+
+def _evidence(**probes: Any) -> dict[str, Any]:
+    facts = {"contract": "gem", "success_rule": "reward>=1", "success_rule_note": "inferred from the rewards",
+             "success_rule_source": "inferred", "reward_range": [-1.0, 1.0], "has_oracle": False}  # fmt: skip
+    base = {"reset_failures": [], "constant_counts": {}, "reward_violations": [], "step_crashes": []}
+    return {"checker": {"passed": True, "results": []}, "oracle": {}, "degeneracy": {}, "facts": facts,
+            "probes": {**base, **probes}}  # fmt: skip
+
+
+def test_the_lower_bound_needs_evidence_not_a_lucky_point_estimate() -> None:
+    assert lower_bound(3, 8) < 0.25 < 3 / 8  # the issue's 3/8 against a 25% limit: not a flag
+    assert lower_bound(8, 8) > 0.7 and lower_bound(0, 8) == 0.0 and lower_bound(0, 0) == 0.0
+    assert lower_bound(16, 32) > 0.25 > lower_bound(4, 8)  # more episodes make the same rate conclusive
+
+
+def test_a_borderline_constant_is_not_a_defect_and_a_winner_at_level_1_is() -> None:
+    border = findings(_evidence(constant_counts={"\\boxed{0}": {"5": [3, 8]}, "\\boxed{1}": {"5": [0, 8]}}))
+    assert border.items == []
+    low = findings(_evidence(constant_counts={"\\boxed{0}": {"1": [7, 8], "10": [0, 8]}, "\\boxed{9}": {"1": [0, 8]}}))
+    assert low.flags == ["degenerate_constant"]
+    assert low.items[0]["evidence"] == {"level": 1, "action": "\\boxed{0}", "wins": 7, "n": 8,
+                                        "lower_bound": 0.589, "chance": 0.438}  # fmt: skip
+
+
+def test_no_success_rule_is_decided_by_the_field_not_the_note() -> None:
+    ev = _evidence()
+    ev["facts"]["success_rule_note"] = "none of your business"  # env-controlled text cannot raise the finding
+    assert "no_success_rule" not in findings(ev).flags
+    ev["facts"].update(success_rule_source="none", success_rule_note="looks fine")  # nor hide it
+    assert "no_success_rule" in findings(ev).flags
+
+
+def test_warnings_never_make_an_env_incorrect() -> None:
+    penalty = {"action": "\\boxed{x}", "level": 1, "seed": 0, "error": "reward -0.1 outside the declared range (0, 1)",
+               "reward": -0.1, "format_error": True}  # fmt: skip
+    ev = _evidence(reward_violations=[penalty], constant_counts={"\\boxed{yes}": {"1": [16, 32]}})
+    c = verdict(ev)
+    assert c.verdict == "unverified" and c.reasons == []
+    assert {f["code"]: f["severity"] for f in c.findings} == {"format_penalty_range": "warning",
+                                                               "guessable_answer": "warning"}  # fmt: skip
+    ev["probes"]["reward_violations"] = [{**penalty, "format_error": False, "reward": -1.0}]
+    assert verdict(ev).verdict == "incorrect"
+
+
+def test_a_difference_names_the_exact_key_and_both_values_and_ignores_set_order() -> None:
+    a = [["act", "obs", 1.0, {"score": 3, "log": {"elapsed_ms": 12, "items": "x" * 300}}]]
+    b = [["act", "obs", 1.0, {"score": 3, "log": {"elapsed_ms": 13, "items": "x" * 300}}]]
+    assert differ_at(a, b) == ("[0][3]['log']['elapsed_ms']", 12, 13)
+    assert first_difference(a, b) == "at [0][3]['log']['elapsed_ms']: 12 != 13"
+    assert same(["You hold {'rope', 'lamp', 'key'}."], ["You hold {'key', 'lamp', 'rope'}."])
+    assert not same(["You hold {'rope', 'lamp'}."], ["You hold {'rope', 'map'}."])
+
+
+def test_answers_the_parser_reads_alike_are_one_answer() -> None:
+    assert answer_key("\\boxed{answer 0}") == answer_key("\\boxed{ 0 }") == answer_key("\\boxed{0.0}")
+    assert answer_key("\\boxed{YES}") == answer_key("\\boxed{yes}") != answer_key("\\boxed{no}")
+    assert answer_key("\\boxed{1}") != answer_key("\\boxed{-1}")
