@@ -157,3 +157,13 @@ def test_an_env_that_reaches_outside_is_unsafe_with_its_attempts(report: Evaluat
     assert any(k == "socket" and "22" in d for k, d in attempts)
     for name in CONTROLS:  # the host's own imports and bookkeeping never count
         assert "unsafe" not in report.env(name).flags
+
+
+def test_the_evaluation_writes_a_manifest_of_the_passing_safe_envs(report: EvaluationReport, tmp_path: Path) -> None:
+    from gymverse.manifest import read_manifest, split_ref
+    from gymverse_synth.evaluate.report import write_report
+
+    write_report(report, tmp_path)
+    paths = [Path(split_ref(r)[1]) for r in read_manifest(tmp_path / "manifest.json")]
+    assert {p.stem for p in paths} == {n.removeprefix("gem:") for n in (*CONTROLS, *WARNED)}  # no defect or unsafe
+    assert all(p.is_absolute() and p.is_file() for p in paths)

@@ -138,6 +138,10 @@ def spec(env_id: str) -> EnvSpec:
     """The `EnvSpec` of `env_id`; unknown ids raise with the closest registered ids."""
     if env_id.startswith(REMOTE_PREFIX):
         return remote_spec(env_id)
+    from gymverse.manifest import is_file_ref
+
+    if is_file_ref(env_id):  # an env file by path (e.g. from an evaluation manifest): built wherever it is asked for
+        return EnvSpec(env_id, "gymverse.loader:build_from_ref", {"ref": env_id})
     _load_plugins()
     with _LOCK:
         for key in (env_id, canonical_id(env_id)):
@@ -185,8 +189,12 @@ def check_env_ids(env_ids: Sequence[str]) -> None:
     """Raise ValueError unless `env_ids` is non-empty, registered (old family spellings too) and without repeats."""
     if not env_ids:
         raise ValueError("give at least one env id")
+    from gymverse.manifest import is_file_ref
+
     known = set(list_envs())
-    missing = [e for e in env_ids if canonical_id(e) not in known and not e.startswith("remote+")]
+    missing = [
+        e for e in env_ids if canonical_id(e) not in known and not e.startswith("remote+") and not is_file_ref(e)
+    ]
     if missing:
         raise ValueError(f"unknown env id(s) {list(missing)}; available: {sorted(known)}")
     if len({canonical_id(e) for e in env_ids}) != len(env_ids):

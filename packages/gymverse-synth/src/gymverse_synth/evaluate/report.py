@@ -129,7 +129,12 @@ def _header(report: EvaluationReport) -> list[str]:
     ]
     if run.get("wall_seconds") is not None:
         meta.append(f"wall time {float(run['wall_seconds']):.1f} s")
+    partial = []
+    if run.get("partial"):
+        partial = ['<p class="incorrect" id="partial">Partial: the run was interrupted (Ctrl-C); envs whose '
+                   "correctness job had not finished say so instead of a verdict.</p>"]  # fmt: skip
     return [
+        *partial,
         f"<h1>GymVerse evaluation: {_e(run.get('suite', ''))}</h1>",
         f'<p class="muted">{_e(" · ".join(meta))} · schema {_e(report.schema_version)}</p>',
         f"<p>Verdicts: {_e(counts_text(s.get('verdicts')))}. Difficulty buckets: "
@@ -235,10 +240,17 @@ def render_html(report: EvaluationReport) -> str:
 
 
 def write_report(report: EvaluationReport, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``evaluation.json`` and ``report.html`` into `out_dir`; returns both paths."""
+    """Write ``evaluation.json``, ``report.html`` and ``manifest.json`` (the envs that passed, for training:
+    `gymverse.manifest`) into `out_dir`; returns the first two paths."""
+    from gymverse.manifest import MANIFEST_NAME, write_manifest
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path = report.save(out / "evaluation.json")
+    rows = [{"name": e.name, "ref": e.ref, "verdict": e.correctness.verdict, "flags": e.flags,
+             "warnings": [f["code"] for f in e.correctness.findings if f.get("severity") == "warning"]}
+            for e in report.envs]  # fmt: skip
+    write_manifest(out / MANIFEST_NAME, str(report.run.get("suite", "")), rows)
     html_path = out / "report.html"
     html_path.write_text(render_html(report), encoding="utf-8")
     return json_path, html_path
