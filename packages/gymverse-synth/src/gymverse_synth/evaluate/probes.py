@@ -245,21 +245,28 @@ class Probe:
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-        """Every (action, seed) episode of a level, each in one request to a hosted env's host ({} otherwise; a pair
-        whose request failed is left out and played step by step). Each episode's deadline is kept here: a host that
-        ignores its own alarms is stopped after one episode's time, and that episode is blamed."""
+        """Every (action, seed) episode of a level, one request per action to a hosted env's host ({} otherwise; a
+        pair whose request failed is left out and played step by step). The host ends an episode past its time
+        itself; the request's deadline, kept here, stops a host that ignores its alarms, and blames that action."""
         if not isinstance(env, HostedEnv):
             return {}
-        out: dict[tuple[str, int], Any] = {}
+        by_action: dict[str, list[int]] = {}
         for action, seed in pairs:
+            by_action.setdefault(action, []).append(seed)
+        out: dict[tuple[str, int], Any] = {}
+        for action, seeds in by_action.items():
+            what = f"constant episodes (action {action!r}, level {level}, seeds {seeds[0]}..{seeds[-1]})"
             try:
-                with deadline(self.episode_timeout, f"constant episode at level {level}"):
-                    out[(action, seed)] = env.play("constant", seed=seed, action=action)
+                with deadline(self.episode_timeout * len(seeds), what):
+                    played = env.plays([(s, "constant", action) for s in seeds], self.episode_timeout)
             except CallTimeout as err:
-                out[(action, seed)] = err
+                out[(action, seeds[0])] = err
                 break
             except Exception:
                 continue
+            out.update({(action, s): item for s, item in zip(seeds, played, strict=True)})
+            if any(item is None or item.timed_out for item in played):
+                break  # one hang per level is enough evidence
         return out
 
     @staticmethod
