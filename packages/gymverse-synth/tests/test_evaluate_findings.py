@@ -66,3 +66,57 @@ def test_answers_the_parser_reads_alike_are_one_answer() -> None:
     assert answer_key("\\boxed{answer 0}") == answer_key("\\boxed{ 0 }") == answer_key("\\boxed{0.0}")
     assert answer_key("\\boxed{YES}") == answer_key("\\boxed{yes}") != answer_key("\\boxed{no}")
     assert answer_key("\\boxed{1}") != answer_key("\\boxed{-1}")
+
+
+SLOW_RESET = '''
+from gem.core import Env
+import random
+import time
+
+
+class TilePuzzleEnv(Env):
+    def __init__(self, complexity: int = 1, **_):
+        super().__init__()
+        self.complexity = complexity
+        self.tiles = []
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        # search for a layout with a unique solution: slow for some seeds at high levels, but it ends
+        self.tiles = [random.randint(0, 9) for _ in range(3 + self.complexity)]
+        if self.complexity >= 10 and seed == 2:
+            time.sleep(0.6)
+        if self.complexity >= 10 and seed == 3 and {HANG}:
+            while True:
+                time.sleep(0.05)
+        return f"Tiles: {self.tiles}. Answer \\\\boxed{{sum}}.", {}
+
+    def step(self, action):
+        ok = action.strip() == "\\\\boxed{%d}" % sum(self.tiles)
+        return "Done.", 1.0 if ok else -1.0, True, False, {}
+
+    def sample_random_action(self):
+        return "\\\\boxed{%d}" % random.randint(0, 90)
+'''
+
+
+def test_a_slow_but_finite_reset_is_a_warning_and_a_hang_is_not(tmp_path: Any) -> None:
+    from gymverse.sandbox.hosted import EnvHost
+    from gymverse_synth.evaluate.correctness import HOST_FACTORY
+    from gymverse_synth.evaluate.probes import Probe
+
+    for hang in (False, True):  # hosted as `gymverse evaluate` hosts it: every deadline is kept from here
+        files = {"tiles.py": SLOW_RESET.replace("{HANG}", str(hang))}
+        with EnvHost(HOST_FACTORY, ["gem:tiles.py"], files=files, call_timeout=5.0) as host:
+            host.make(1).close()  # started here: a loaded machine's start-up is not the env's time
+            probe = Probe(host.make, reset_timeout=0.3, episode_timeout=3.0)
+            probe.hang_bound = 1.5
+            probe.resets([10], seeds=4)
+        found = findings({"probes": {**probe.out, "constant_counts": {}}})
+        codes = {f["code"]: f for f in found.items}
+        assert set(codes) == ({"slow_reset", "hang"} if hang else {"slow_reset"}), found.items
+        slow = codes["slow_reset"]
+        assert slow["severity"] == "warning" and slow["evidence"]["seed"] == 2 and slow["evidence"]["level"] == 10
+        assert 0.3 < slow["evidence"]["seconds"] < 1.5
+        if hang:
+            assert codes["hang"]["severity"] == "defect" and codes["hang"]["evidence"]["seed"] == 3

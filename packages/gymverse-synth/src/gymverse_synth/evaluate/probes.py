@@ -133,28 +133,25 @@ class Probe:
             prints[level] = {}
             bad: list[tuple[int, str, str]] = []
             n_seeds = seeds if level >= 5 else max(printed, seeds // 4)
-            batched = self._hosted_resets(env, level, n_seeds, printed) if isinstance(env, HostedEnv) else None
-            if batched is not None:
-                prints[level], bad = batched
-            else:
-                if isinstance(env, HostedEnv):  # the batch hung and its host was stopped: find the seed one by one
-                    env = self._built(level)
-                if isinstance(env, str):
-                    bad.append((0, "hang", f"resets at level {level} did not finish; then {env}"))
-                else:
-                    bad = self._reset_each(env, level, n_seeds, printed, prints[level])
+            bad = self._probe_from(env, level, 0, n_seeds, printed, prints[level])
             self.probed[level] = n_seeds
-            if bad and bad[0][1] == "hang" and bad[0][0] is not None:
-                took = self._slow(level, bad[0][0])
-                if took is not None:  # slow but finite: a warning, and this level's later seeds are not probed
-                    slow.append({"level": level, "seed": bad[0][0], "seconds": round(took, 3),
-                                 "limit": self.reset_timeout, "bound": self.hang_bound})  # fmt: skip
-                    prints[level][bad[0][0]] = ""
-                    self.probed[level] = bad[0][0] + 1
-                    bad = bad[1:]
-                else:
-                    seed, kind, error = bad[0]
-                    bad[0] = (seed, kind, f"{error}; nor within {self.hang_bound:g}s on a fresh env")
+            for _ in range(3):  # a slow seed is rechecked against the hang bound, then the later seeds are probed
+                hang = next((b for b in bad if b[1] == "hang" and b[0] is not None), None)
+                if hang is None:
+                    break
+                took = self._slow(level, hang[0])
+                bad.remove(hang)
+                if took is None:
+                    bad.append((hang[0], "hang", f"{hang[2]}; nor within {self.hang_bound:g}s on a fresh env"))
+                    break
+                slow.append({"level": level, "seed": hang[0], "seconds": round(took, 3),
+                             "limit": self.reset_timeout, "bound": self.hang_bound})  # fmt: skip
+                prints[level][hang[0]] = ""
+                fresh = self._built(level)
+                if isinstance(fresh, str):
+                    break
+                bad += self._probe_from(fresh, level, hang[0] + 1, n_seeds, printed, prints[level])
+            bad.sort(key=lambda b: b[1] != "hang")  # a hang first: it is what the level is reported for
             if bad:
                 seed, kind, error = bad[0]
                 fail = {"level": level, "seed": seed, "kind": kind, "error": error, "n_failed": len(bad)}
@@ -163,6 +160,21 @@ class Probe:
         self.out["slow_resets"] = slow
         self.out["reset_seeds"] = seeds
         return prints
+
+    def _probe_from(
+        self, env: Env, level: int, start: int, n_seeds: int, printed: int, prints: dict[int, str]
+    ) -> list[tuple[int, str, str]]:
+        """Reset seeds `start`..`n_seeds`-1 (one request for a hosted env, else one by one); the failures."""
+        batched = self._hosted_resets(env, level, n_seeds, printed, start) if isinstance(env, HostedEnv) else None
+        if batched is not None:
+            prints.update(batched[0])
+            return batched[1]
+        if isinstance(env, HostedEnv):  # the batch hung and its host was stopped: find the seed one by one
+            built = self._built(level)
+            if isinstance(built, str):
+                return [(start, "hang", f"resets at level {level} did not finish; then {built}")]
+            env = built
+        return self._reset_each(env, level, n_seeds, printed, prints, start)
 
     def _slow(self, level: int, seed: int) -> float | None:
         """Seconds one more ``reset(seed)`` takes on a fresh env when it finishes within `hang_bound`, else None."""
@@ -178,11 +190,11 @@ class Probe:
         return time.monotonic() - started
 
     def _reset_each(
-        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str]
+        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str], start: int = 0
     ) -> list[tuple[int, str, str]]:
         """Reset seed by seed, each under its own deadline; returns (seed, kind, error) of the failures."""
         bad: list[tuple[int, str, str]] = []
-        for seed in range(n_seeds):
+        for seed in range(start, n_seeds):
             try:
                 with deadline(self.reset_timeout, f"reset(seed={seed}) at level {level}"):
                     if seed < printed:
@@ -198,18 +210,18 @@ class Probe:
         return bad
 
     def _hosted_resets(
-        self, env: HostedEnv, level: int, n_seeds: int, printed: int
+        self, env: HostedEnv, level: int, n_seeds: int, printed: int, start: int = 0
     ) -> tuple[dict[int, str], list[tuple[int, str, str]]] | None:
         """Every reset of a level in one request to the env's host; None when it hung (the per-seed loop then
         finds the seed, on a fresh host)."""
         try:
-            with deadline(self.reset_timeout * n_seeds, f"resets at level {level}"):
-                results = env.resets(range(n_seeds), printed, self.reset_timeout)
+            with deadline(self.reset_timeout * max(1, n_seeds - start), f"resets at level {level}"):
+                results = env.resets(range(start, n_seeds), max(0, printed - start), self.reset_timeout)
         except CallTimeout:
             return None
         prints: dict[int, str] = {}
         bad: list[tuple[int, str, str]] = []
-        for seed, (status, value) in enumerate(results):
+        for seed, (status, value) in enumerate(results, start):
             if status == "ok":
                 prints[seed] = _fingerprint(value[0], value[1]) if value is not None else ""
             elif status == "hang":
