@@ -68,7 +68,7 @@ def test_answers_the_parser_reads_alike_are_one_answer() -> None:
     assert answer_key("\\boxed{1}") != answer_key("\\boxed{-1}")
 
 
-SLOW_RESET = '''
+SLOW_RESET = """
 from gem.core import Env
 import random
 import time
@@ -97,7 +97,7 @@ class TilePuzzleEnv(Env):
 
     def sample_random_action(self):
         return "\\\\boxed{%d}" % random.randint(0, 90)
-'''
+"""
 
 
 def test_a_slow_but_finite_reset_is_a_warning_and_a_hang_is_not(tmp_path: Any) -> None:
