@@ -2,7 +2,8 @@
 
 Exit codes follow linters and test runners: 0 when every env is ``correct`` (or ``unverified``: it runs, but no
 oracle exists to prove it solvable, or the correctness pass was skipped), 1 when any env is ``incorrect`` or
-``error``, 2 on usage errors (decided before any env runs).
+``error`` (decided by defects only: warnings never change it), 2 on usage errors (decided before any env runs), 130
+when Ctrl-C stopped the run (what was done is written, marked partial).
 """
 
 from __future__ import annotations
