@@ -32,7 +32,7 @@ float:left;clear:left;margin-right:.5em}.explain dd{margin:0 0 .15em 0}svg text{
 #: One sentence per metric, shown next to where the metric appears.
 EXPLAIN: dict[str, str] = {
     "verdict": "correct: every check passed and the oracle solves every level; unverified: every check that can run "
-    "passed but there is no oracle to prove solvability; incorrect: a check found a defect (see reasons); "
+    "passed but there is no oracle to prove solvability; incorrect: a check found a defect (see defects); "
     "error: the env could not be built or loaded.",
     "reference": "The policy whose success curve defines the difficulty columns (noisy oracle if the env has an "
     "oracle, else the LLM, else random play).",
