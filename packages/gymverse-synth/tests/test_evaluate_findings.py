@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gymverse.checker._support import differ_at, first_difference, same
+from gymverse_synth.evaluate.answers import answer_key
 from gymverse_synth.evaluate.correctness import verdict
 from gymverse_synth.evaluate.findings import findings, lower_bound
-from gymverse_synth.evaluate.probes import answer_key
 
 
 def _evidence(**probes: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from gymverse.sandbox.hosted import EnvHost
 
 from gymverse_synth.evaluate.findings import DEFECT, WARNING, findings
 from gymverse_synth.evaluate.policies import make_policy, run_episodes
-from gymverse_synth.evaluate.probes import Probe, env_facts, random_action_status
+from gymverse_synth.evaluate.probes import Probe, env_facts, hang_bound, random_action_status
 from gymverse_synth.evaluate.schema import Correctness
 from gymverse_synth.evaluate.suites import EnvEntry, build_env
 
@@ -77,7 +77,7 @@ class CorrectnessConfig:
         if self.timeout is not None:
             return self.timeout
         hangs = len(self.probe_levels) * self.reset_timeout * 3 + len(self.constant_levels) * self.episode_timeout * 4
-        slow = len(self.probe_levels) * max(5.0, 5 * self.reset_timeout)  # one slow-reset recheck per level
+        slow = len(self.probe_levels) * hang_bound(self.reset_timeout)  # one slow-reset recheck per level
         return self.checker_timeout + 2 * hangs + slow + 60.0
 
     def job_kwargs(self, ref: str) -> dict[str, Any]:

@@ -15,8 +15,6 @@ Run inside the correctness job (sandboxed), every call bounded by `gymverse.dead
 
 from __future__ import annotations
 
-import contextlib
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -26,9 +24,8 @@ from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
 
-CONSTANTS = ("0", "1", "yes", "no", "-1", "", "A")
-MAX_CANDIDATES = 16
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+from gymverse_synth.evaluate.answers import CONSTANTS, answer_key, candidates
+
 _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
 
@@ -54,49 +51,9 @@ def _fingerprint(obs: object, inner: dict[str, Any] | None) -> str:
     return f"{obs}\0{attrs}"
 
 
-def _templates(env: Env, obs: str) -> tuple[list[str], list[str]]:
-    """Action templates: the env's own sample actions (its answer format, but possibly drawn from hidden state) and
-    the observation's (what a model sees)."""
-    sampled: list[str] = []
-    with contextlib.suppress(Exception):
-        for _ in range(3):
-            m = _BOXED.search(str(env.sample_random_action()))
-            if m:
-                sampled.append(m.group(1).strip())
-    shown = [m.group(1).strip() for m in _BOXED.finditer(obs)]
-    return list(dict.fromkeys(sampled + shown)), list(dict.fromkeys(shown))
-
-
-def _substitute(template: str, constant: str) -> str | None:
-    if re.search(r"<[^<>]*>", template):
-        return re.sub(r"<[^<>]*>", constant, template)
-    if re.search(r"-?\d+(?!.*\d)", template) and constant.lstrip("-").isdigit():
-        return re.sub(r"-?\d+(?!.*\d)", constant, template)
-    return None
-
-
-def candidates(env: Env, obs: str) -> list[str]:
-    """Constant answers a model could write, most telling first: each constant substituted into the env's action
-    templates and boxed on its own, then the observation's example actions verbatim. The sampler's actions lend
-    their format only: verbatim they may carry the hidden answer, which no model sees."""
-    templates, shown = _templates(env, obs)
-    out: list[str] = []
-    for c in CONSTANTS:
-        out += [f"\\boxed{{{x}}}" for x in (_substitute(t, c) for t in templates) if x is not None]
-        out.append(f"\\boxed{{{c}}}")
-    out += [f"\\boxed{{{t}}}" for t in shown]
-    return list(dict.fromkeys(out))[:MAX_CANDIDATES]
-
-
-def answer_key(action: str) -> str:
-    """What an answer means to a typical parser: its numbers if it has any, else its words, case and spacing
-    folded (``\\boxed{answer 0}`` and ``\\boxed{0}`` are one answer)."""
-    m = _BOXED.search(action)
-    text = (m.group(1) if m else action).strip().lower()
-    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
-    if numbers:
-        return "#" + ",".join(str(float(x)) for x in numbers)
-    return " ".join(re.findall(r"\w+", text))
+def hang_bound(reset_timeout: float) -> float:
+    """How long a reset may take before it is a hang: past the issue's slow-but-finite searches (~1.3 s)."""
+    return max(3.0, 3 * reset_timeout)
 
 
 class Probe:
@@ -105,10 +62,21 @@ class Probe:
     def __init__(self, build: Callable[[int], Env], reset_timeout: float, episode_timeout: float) -> None:
         self.build, self.reset_timeout, self.episode_timeout = build, reset_timeout, episode_timeout
         #: A reset slower than `reset_timeout` is a hang only past this bound (slow searches finish well before).
-        self.hang_bound = max(5.0, 5 * reset_timeout)
+        self.hang_bound = hang_bound(reset_timeout)
         self.out: dict[str, Any] = {}
         #: Seeds reset-probed per level (`resets`).
         self.probed: dict[int, int] = {}
+        #: Constant answers the env parsed at least once (a step not flagged ``format_error``).
+        self.parsed: set[str] = set()
+
+    def _note(self, action: str) -> Callable[[Any], None]:
+        """A `_judge` hook that records whether the env parsed `action`."""
+
+        def note(res: Any) -> None:
+            if isinstance(res.info, dict) and res.info.get("format_error") is not True:
+                self.parsed.add(action)
+
+        return note
 
     def _built(self, level: int) -> Env | str:
         try:
@@ -254,7 +222,7 @@ class Probe:
     def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
         """One constant episode from ``reset(seed)``: (success, reward problem)."""
         env.reset(seed=seed)
-        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
+        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, self._note(action))
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
         """Every (action, seed) episode of a level, one request per action to a hosted env's host ({} otherwise; a
@@ -282,13 +250,15 @@ class Probe:
         return out
 
     @staticmethod
-    def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
+    def _batched(
+        item: Any, what: str, low: float, high: float, note: Callable[[Any], None]
+    ) -> tuple[bool, dict[str, Any] | None]:
         """Judge one episode of `_batch` exactly as `_play` judges a live one."""
         if isinstance(item, CallTimeout):
             raise item
         if item is None or item.timed_out:
             raise CallTimeout(f"{what} did not finish within its time limit")
-        ok, issue = _judge((res for _, res in item.steps), low, high)
+        ok, issue = _judge((res for _, res in item.steps), low, high, note)
         if item.error is not None and not ok and issue is None:
             raise item.error
         return ok, issue
@@ -311,7 +281,8 @@ class Probe:
                     obs, _ = env.reset(seed=0)
             except (Exception, CallTimeout):
                 continue
-            actions = candidates(env, obs)
+            # an answer the env rejected as malformed everywhere it was played cannot win elsewhere: not replayed
+            actions = [a for a in candidates(env, obs) if a not in counts or a in self.parsed]
             played = self._level(env, level, actions, self._seeds(level, 0, seeds, prints), counts, crashes, rewards,
                                  winners)  # fmt: skip
             unsure = [a for a in actions if _unsure(*counts.get(a, {}).get(str(level), [0, 0]))]
@@ -355,7 +326,7 @@ class Probe:
                 what = f"episode (action {action!r}, level {level}, seed {seed})"
                 try:
                     if (action, seed) in batch:
-                        ok, issue = self._batched(batch[(action, seed)], what, low, high)
+                        ok, issue = self._batched(batch[(action, seed)], what, low, high, self._note(action))
                     else:
                         with deadline(self.episode_timeout, what):
                             ok, issue = self._play(env, seed, action, low, high)
@@ -383,9 +354,13 @@ def _unsure(wins: int, n: int) -> bool:
     return n > 0 and wins / n > 0.25 and lower_bound(wins, n) < CONSTANT_MIN_RATE
 
 
-def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
-    """(success, reward problem) of a constant episode's step results, stopping where a live episode stops."""
+def _judge(
+    results: Iterable[Any], low: float, high: float, note: Callable[[Any], None] = lambda res: None
+) -> tuple[bool, dict[str, Any] | None]:
+    """(success, reward problem) of a constant episode's step results, stopping where a live episode stops; `note`
+    sees each step result."""
     for res in results:
+        note(res)
         if not low - 1e-9 <= res.reward <= high + 1e-9:
             issue = {"error": f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})",
                      "reward": float(res.reward), "format_error": res.info.get("format_error") is True}  # fmt: skip
@@ -439,4 +414,4 @@ def env_facts(env: Env, timeout: float = 2.0) -> dict[str, Any]:
     }
 
 
-__all__ = ["CONSTANTS", "Probe", "candidates", "env_facts", "fingerprint", "random_action_status"]
+__all__ = ["CONSTANTS", "Probe", "candidates", "env_facts", "fingerprint", "hang_bound", "random_action_status"]
