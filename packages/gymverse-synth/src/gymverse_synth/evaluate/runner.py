@@ -312,6 +312,9 @@ def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
             "degeneracy_levels": list(cfg.correctness.degeneracy_levels),
             "degeneracy_seeds": list(cfg.correctness.degeneracy_seeds),
             "degeneracy_max_rate": cfg.correctness.degeneracy_max_rate,
+            "constant_levels": list(cfg.correctness.constant_levels),
+            "constant_seeds": cfg.correctness.constant_seeds,
+            "constant_more_seeds": cfg.correctness.constant_more_seeds,
         }
         if cfg.run_correctness
         else None,
