@@ -14,9 +14,13 @@ CORPUS = Path(__file__).parent / "gem_corpus"
 
 
 def test_ctrl_c_keeps_a_partial_report_and_exits_130(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("number_hunt", "parity_check", "lottery_draw", "clue_court"):  # one hangs: work is left to stop
+        (suite / f"{name}.py").write_text((CORPUS / f"{name}.py").read_text())
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "gymverse_synth.evaluate.cli", str(CORPUS), "--out", str(out), "--embedder",
-           "hashing", "--workers", "1"]  # fmt: skip
+    cmd = [sys.executable, "-m", "gymverse_synth.evaluate.cli", str(suite), "--out", str(out), "--embedder",
+           "hashing", "--workers", "1", "--no-diversity"]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200"}
     # a terminal's Ctrl-C reaches the whole foreground process group: the sandboxed hosts get it too
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
