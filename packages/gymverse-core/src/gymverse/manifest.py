@@ -3,14 +3,18 @@
 `gymverse evaluate` writes it next to ``evaluation.json`` (envs whose verdict is ``correct`` or ``unverified`` and
 that were not flagged ``unsafe``). Each env is a *reference* that builds it anywhere, in any process:
 ``gem:/abs/path.py[:Class][|rule]`` (a GEM-style file), ``file:/abs/path.py[:Class]`` (a GymVerse env file) or a
-registered id. The registry resolves file references itself (`gymverse.registry.spec`), so pool workers and adapter
-processes build them as they build built-ins; `expand_env_ids` turns a manifest path among env ids into its refs,
-which is how `make_vec`, ``gymverse train --envs`` and every adapter's ``make-dataset --envs`` accept it.
+registered id. The registry resolves a file reference itself (`gymverse.registry.spec`) only when its file is
+allowed: listed in ``GYMVERSE_ENV_FILES`` (paths or folders, ``os.pathsep``-separated), which `read_manifest` extends
+with the files it lists, so this process and the pool workers and adapter processes it starts build them as they
+build built-ins, while a process that read no manifest (e.g. ``gymverse serve``) never runs a file a client names.
+`expand_env_ids` turns a manifest path among env ids into its refs, which is how `make_vec`, ``gymverse train
+--envs`` and every adapter's ``make-dataset --envs`` accept it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,8 @@ VERSION = 1
 MANIFEST_NAME = "manifest.json"
 FILE_PREFIXES = ("gem:", "file:")
 PASSING = ("correct", "unverified")
+#: The env files (or folders of them) this process and its children may build by reference.
+ALLOW_VAR = "GYMVERSE_ENV_FILES"
 
 
 class ManifestError(ValueError):
@@ -49,6 +55,22 @@ def absolute_ref(ref: str, base: str | Path = ".") -> str:
         return ref
     prefix, where, cls, rule = split_ref(ref)
     return f"{prefix}{(Path(base) / where).resolve()}{cls}{rule}"
+
+
+def allowed_file(ref: str) -> bool:
+    """True when the file a reference names is listed (itself or a folder above it) in ``GYMVERSE_ENV_FILES``."""
+    path = Path(split_ref(ref)[1]).resolve()
+    for entry in os.environ.get(ALLOW_VAR, "").split(os.pathsep):
+        if entry and (path == Path(entry).resolve() or Path(entry).resolve() in path.parents):
+            return True
+    return False
+
+
+def allow_files(refs: Iterable[str]) -> None:
+    """Allow the files of `refs` in this process and the processes it starts (``GYMVERSE_ENV_FILES``)."""
+    have = [e for e in os.environ.get(ALLOW_VAR, "").split(os.pathsep) if e]
+    new = [str(Path(split_ref(r)[1]).resolve()) for r in refs if is_file_ref(r)]
+    os.environ[ALLOW_VAR] = os.pathsep.join(dict.fromkeys([*have, *new]))
 
 
 def manifest_entries(envs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +110,9 @@ def read_manifest(path: str | Path) -> list[str]:
         raise ManifestError(f'{p}: "envs" must be a list of objects with a "ref"')
     if not envs:
         raise ManifestError(f"{p}: no env passed evaluation, so there is nothing to train on")
-    return [absolute_ref(e["ref"], p.parent) for e in envs]
+    refs = [absolute_ref(e["ref"], p.parent) for e in envs]
+    allow_files(refs)  # what passed evaluation may be built here and in the workers started from here
+    return refs
 
 
 def is_manifest_path(item: str) -> bool:
@@ -106,9 +130,12 @@ def expand_env_ids(items: Sequence[str]) -> list[str]:
 
 
 __all__ = [
+    "ALLOW_VAR",
     "MANIFEST_NAME",
     "ManifestError",
     "absolute_ref",
+    "allow_files",
+    "allowed_file",
     "expand_env_ids",
     "is_file_ref",
     "is_manifest_path",

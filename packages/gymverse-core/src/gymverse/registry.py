@@ -138,9 +138,14 @@ def spec(env_id: str) -> EnvSpec:
     """The `EnvSpec` of `env_id`; unknown ids raise with the closest registered ids."""
     if env_id.startswith(REMOTE_PREFIX):
         return remote_spec(env_id)
-    from gymverse.manifest import is_file_ref
+    from gymverse.manifest import ALLOW_VAR, allowed_file, is_file_ref
 
-    if is_file_ref(env_id):  # an env file by path (e.g. from an evaluation manifest): built wherever it is asked for
+    if is_file_ref(env_id):  # an env file by path, e.g. from an evaluation manifest: only a file allowed here
+        if not allowed_file(env_id):
+            raise RegistryError(
+                f"{env_id!r} names an env file that is not allowed in this process: pass an evaluation's "
+                f"manifest.json (it allows the files it lists) or list the file in {ALLOW_VAR}"
+            )
         return EnvSpec(env_id, "gymverse.loader:build_from_ref", {"ref": env_id})
     _load_plugins()
     with _LOCK:
@@ -189,11 +194,13 @@ def check_env_ids(env_ids: Sequence[str]) -> None:
     """Raise ValueError unless `env_ids` is non-empty, registered (old family spellings too) and without repeats."""
     if not env_ids:
         raise ValueError("give at least one env id")
-    from gymverse.manifest import is_file_ref
+    from gymverse.manifest import allowed_file, is_file_ref
 
     known = set(list_envs())
     missing = [
-        e for e in env_ids if canonical_id(e) not in known and not e.startswith("remote+") and not is_file_ref(e)
+        e
+        for e in env_ids
+        if canonical_id(e) not in known and not e.startswith("remote+") and not (is_file_ref(e) and allowed_file(e))
     ]
     if missing:
         raise ValueError(f"unknown env id(s) {list(missing)}; available: {sorted(known)}")
