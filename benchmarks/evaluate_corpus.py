@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         # as evaluate_suite does: diversity (static) in a side thread while the sandboxed jobs run
         side = ThreadPoolExecutor(1)
         div_future = side.submit(timed, evaluate_diversity, suite.entries, cfg.embedder, cfg.near_duplicate_threshold)
-        results, executor, workers = _run_jobs(suite, cfg, progress)
+        results, executor, workers, _ = _run_jobs(suite, cfg, progress)
         stages["jobs"] = time.perf_counter() - t
         diversity, stages["diversity (overlapped)"] = div_future.result()
         side.shutdown()

@@ -151,3 +151,28 @@ def test_launcher_rejects_bad_options() -> None:
         assert proc.returncode == 1, (argv, proc.stderr[-2000:])
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("gymverse_rl2.train: ") and reason in lines[0], proc.stderr
+
+
+def test_make_dataset_takes_an_evaluation_manifest_and_its_envs_run_in_the_pool(tmp_path: Path) -> None:
+    import asyncio
+
+    from gymverse.manifest import write_manifest
+    from gymverse.rollout import open_session
+
+    corpus = Path(__file__).parents[2] / "gymverse-synth" / "tests" / "gem_corpus"
+    rows_in = [{"name": "gem:number_hunt", "ref": f"gem:{corpus / 'number_hunt.py'}", "verdict": "unverified"},
+               {"name": "gem:host_report", "ref": f"gem:{corpus / 'host_report.py'}", "verdict": "incorrect",
+                "flags": ["unsafe"]}]  # fmt: skip
+    manifest = write_manifest(tmp_path / "eval" / "manifest.json", "gem_corpus", rows_in)
+    out = tmp_path / "d.jsonl"
+    assert cli(["make-dataset", "--envs", str(manifest), "--n", "2", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["extra_info"]["env_id"] for r in rows] == [rows_in[0]["ref"]] * 2  # the unsafe env is not trained on
+
+    async def first_turn() -> str:
+        session = await open_session(rows[0]["extra_info"]["env_id"], seed=0)
+        async with session:
+            obs, _ = await session.reset()
+            return str(obs)
+
+    assert asyncio.run(first_turn()).startswith("I picked a number between 1 and")  # built by the pool from its ref

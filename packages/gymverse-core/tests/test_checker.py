@@ -261,7 +261,7 @@ def test_touching_global_rng_is_caught(env_cls: type[Env], source: str) -> None:
 def test_shallow_snapshots_and_fake_clone() -> None:
     report = check_env(ShallowSnapshots, levels=(1, 10), seeds=(0,))
     assert _failed(report) == {"state_roundtrip", "clone"}
-    assert report.by_name("state_roundtrip")[0].reason.startswith("after set_state: entry 0")
+    assert report.by_name("state_roundtrip")[0].reason.startswith("after set_state: at [0]")
     assert "not an independent ShallowSnapshots" in report.by_name("clone")[0].reason
 
 

@@ -19,13 +19,17 @@ CONTROLS = ("gem:clue_court", "gem:number_hunt", "gem:parity_check")
 DEFECTS = {
     "gem:inventory_pick": ("crash", "reset crashes on"),
     "gem:lottery_draw": ("hang", "reset hangs at level 10 seed"),
-    "gem:balance_scale": ("degenerate_constant", "constant answer \\boxed{answer 0} wins 100%"),
+    "gem:balance_scale": ("degenerate_constant", "constant answer \\boxed{answer 0} wins 8/8 episodes at level 1"),
     "gem:digit_sum_quiz": ("accepts_wrong_answers", "accepts wrong answers"),
     "gem:token_sorter": ("complexity_noop_runtime", "complexity no-op on the training path"),
     "gem:unit_convert": ("crash", "step crashes on \\boxed{yes}"),
     "gem:word_chain": ("reward_range", "reward -1 outside the declared range (0, 1)"),
     "gem:clue_tribunal": ("near_duplicate", None),
+    "gem:host_report": ("unsafe", "reads the file /etc/passwd"),
+    "gem:sensor_log": ("incorrect", "first reset info differs between two instances: at [1]['generated_at']"),
 }
+#: good envs with a quality problem: file -> the warning (never `incorrect`).
+WARNED = {"gem:vault_code": "sampler_leaks_answer", "gem:parity_check": "guessable_answer"}
 ERRORS = {
     "gem:py312_fstring": "needs Python >= 3.12: line 14 uses an f-string with nested quotes",
     "gem:needs_package": "needs the package 'textarena', which is not installed",
@@ -41,7 +45,7 @@ def report() -> EvaluationReport:
 def test_every_file_loads_and_the_helper_is_skipped_with_a_note() -> None:
     suite = load_suite(str(CORPUS))
     assert suite.skipped == ["skipped helpers.py: not an environment (no class with reset() and step())"]
-    assert {e.name for e in suite.entries} == {*CONTROLS, *DEFECTS, *ERRORS}
+    assert {e.name for e in suite.entries} == {*CONTROLS, *DEFECTS, *ERRORS, *WARNED}
     every = load_suite(str(CORPUS), FileOptions(all_classes=True)).names()
     assert "gem:clue_court:ClueCourtEnvWithFeedback" in every
     assert "gem:number_hunt:NumberHuntEnvWithFeedback" in every
@@ -54,7 +58,9 @@ def test_controls_are_not_flagged(report: EvaluationReport) -> None:
         ev = report.env(name)
         assert ev.correctness.verdict == "unverified", (name, ev.correctness.reasons)  # no oracle, nothing wrong
         assert ev.correctness.reasons == [], name
-        assert ev.flags == [], (name, ev.flags)
+        # a warning (a guessable two-way choice at level 1) is allowed on a good env; a defect is not
+        warned = {f["code"] for f in ev.correctness.findings if f["severity"] == "warning"}
+        assert set(ev.flags) <= warned, (name, ev.flags)
         assert "success rule: reward>=1 (inferred from the rewards step() returns)" in ev.correctness.notes
         assert ev.correctness.probes["complexity"]["fresh"] and ev.correctness.probes["complexity"]["runtime"]
         assert ev.reference_policy == "random" and ev.slope is not None and ev.slope < 0
@@ -125,3 +131,40 @@ def test_cli_notes_skipped_files_and_rejects_a_bad_success_rule(
     with pytest.raises(SystemExit):
         main([*args, "--success-rule", "reward~1"])
     assert "bad success rule 'reward~1'" in capsys.readouterr().err
+
+
+def test_quality_warnings_are_apart_from_defects_with_their_evidence(report: EvaluationReport) -> None:
+    for name, code in WARNED.items():
+        ev = report.env(name)
+        assert ev.correctness.verdict == "unverified", (name, ev.correctness.reasons)
+        found = [f for f in ev.correctness.findings if f["code"] == code]
+        assert found and found[0]["severity"] == "warning", (name, ev.correctness.findings)
+        assert found[0]["evidence"]["level"] in (1, 3, 5, 7, 10) and found[0]["evidence"]["n"] >= 8
+        assert found[0]["message"] in ev.correctness.warnings and found[0]["message"] not in ev.correctness.reasons
+    leak = next(f for f in report.env("gem:vault_code").correctness.findings if f["code"] == "sampler_leaks_answer")
+    assert leak["evidence"]["visible_best"] == 0.0  # no answer a model could write wins: the sampler reads state
+    coin = next(f for f in report.env("gem:parity_check").correctness.findings if f["code"] == "guessable_answer")
+    assert coin["evidence"]["n"] == 32 and coin["evidence"]["action"] in ("\\boxed{yes}", "\\boxed{no}")
+
+
+def test_an_env_that_reaches_outside_is_unsafe_with_its_attempts(report: EvaluationReport) -> None:
+    ev = report.env("gem:host_report")
+    assert ev.correctness.verdict == "incorrect" and "unsafe" in ev.flags
+    unsafe = next(f for f in ev.correctness.findings if f["code"] == "unsafe")
+    attempts = {(a["kind"], a["detail"]) for a in unsafe["evidence"]["attempts"]}
+    assert {("read_file", "/etc/passwd"), ("read_environ", "USER")} <= attempts
+    assert ("write_file", "/var/tmp/host_report_cache.txt") in attempts
+    assert any(k == "socket" and "22" in d for k, d in attempts)
+    for name in CONTROLS:  # the host's own imports and bookkeeping never count
+        assert "unsafe" not in report.env(name).flags
+
+
+def test_the_evaluation_writes_a_manifest_of_the_passing_safe_envs(report: EvaluationReport, tmp_path: Path) -> None:
+    from gymverse.manifest import read_manifest, split_ref
+    from gymverse_synth.evaluate.report import write_report
+
+    write_report(report, tmp_path)
+    paths = [Path(split_ref(r)[1]) for r in read_manifest(tmp_path / "manifest.json")]
+    passing = {n.removeprefix("gem:") for n in (*CONTROLS, *WARNED, "gem:clue_tribunal")}  # a twin still passes
+    assert {p.stem for p in paths} == passing  # no defect, no error, nothing unsafe
+    assert all(p.is_absolute() and p.is_file() for p in paths)

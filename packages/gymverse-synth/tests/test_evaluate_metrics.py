@@ -149,7 +149,8 @@ def test_verdict_reasons() -> None:
     v = verdict(bad)
     assert v.verdict == "incorrect"
     assert any("oracle does not solve level(s) 7" in r for r in v.reasons)
-    assert any("random policy solves level 10: 50%" in r for r in v.reasons)
+    # the env's own sampler may read hidden state: its wins are never a defect (at most sampler_leaks_answer)
+    assert not any("random" in r for r in v.reasons) and len(v.reasons) == 1
     assert verdict({"build_error": "ImportError: nope"}).verdict == "error"
     judged = verdict(evidence, {"verdict": "fail", "issues": ["oracle ignores rule 2"]})
     assert judged.verdict == "incorrect"
@@ -176,10 +177,11 @@ def test_verdict_reads_the_structured_fields_of_check_results_never_their_text()
     assert verdict(evidence(no_solve, has_oracle=False)).verdict == "unverified"
     posing = {**no_solve, "error_type": "ValueError", "reason": "raised ValueError: 'NotImplementedError'"}
     assert verdict(evidence(posing, has_oracle=False)).verdict == "incorrect"
-    # a warning is reported in the notes, not as a defect
+    # a warning is reported apart, not as a defect
     warning = {"name": "metadata", "passed": False, "status": "fail", "severity": "warning", "reason": "odd"}
     judged = verdict(evidence(warning))
-    assert judged.verdict == "correct" and "checker metadata: odd" in judged.notes
+    assert judged.verdict == "correct" and "checker metadata: odd" in judged.warnings
+    assert judged.findings[0]["severity"] == "warning" and judged.findings[0]["evidence"]["check"] == "metadata"
 
 
 def test_parse_rubric_accepts_json_in_prose_and_reports_garbage() -> None:

@@ -252,6 +252,8 @@ def test_evaluate_is_not_fooled(evaluation: EvaluationReport, attack: str) -> No
     assert ev.correctness.verdict in ("incorrect", "error"), ev.correctness.reasons
     text = " | ".join(ev.correctness.reasons)
     expected = NAMED[attack].replace("oracle did not succeed", "oracle does not solve")
-    assert expected in text, ev.correctness.reasons
+    if attack == "writes_out_of_turn":  # met first by a level-1 probe: the violation is named, then a gone host
+        expected = "protocol violation: it wrote"
+    assert expected in text or NAMED[attack] in text, ev.correctness.reasons
     if attack == "forks_a_child_that_keeps_running":
         assert no_sleepers_soon(), "the forked child outlived the evaluation"

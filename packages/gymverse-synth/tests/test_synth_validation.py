@@ -129,3 +129,21 @@ def test_missing_methods_are_named() -> None:
 def test_bad_config_is_rejected() -> None:
     with pytest.raises(ValueError, match=">= 5"):
         ValidationConfig(degeneracy_levels=(3,))
+
+
+def test_a_program_that_reads_outside_its_box_is_rejected_as_unsafe() -> None:
+    # passes the static checks (numpy is allowed) and swallows the sandbox's denial: only the audit hook sees it
+    peek = (
+        '        n = int(self.params["length"])\n'
+        "        try:\n"
+        '            self.motd = np.fromfile("/etc/passwd", dtype=np.uint8)[:64]  # flavour text\n'
+        "        except OSError:\n"
+        "            self.motd = None\n"
+    )
+    src = program("good_env").replace("from typing import Any\n", "from typing import Any\n\nimport numpy as np\n", 1)
+    src = src.replace('        n = int(self.params["length"])\n', peek, 1)
+    report = validate_program(src, FAST)
+    assert not report.passed and report.stage == "sandbox", report.reasons()
+    assert report.failed_checks == ["unsafe"] and "read_file /etc/passwd" in report.failures[0].reason
+    assert report.sandbox["audit"] == [["read_file", "/etc/passwd"]]
+    assert validate_program(program("good_env"), FAST).sandbox["audit"] == []

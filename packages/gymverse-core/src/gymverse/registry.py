@@ -157,6 +157,16 @@ def spec(env_id: str) -> EnvSpec:
     resolver = _scheme_resolver(env_id)
     if resolver is not None:
         return resolver(env_id)
+    from gymverse.manifest import ALLOW_VAR, allowed_file, is_file_ref
+
+    if is_file_ref(env_id):  # an env file by path, e.g. from an evaluation manifest: only a file allowed here
+        if not allowed_file(env_id):
+            raise RegistryError(
+                f"{env_id!r} names an env file that is not allowed in this process: pass an evaluation's "
+                f"manifest.json (it allows the files it lists) or list the file in {ALLOW_VAR}"
+            )
+        return EnvSpec(env_id, "gymverse.loader:build_from_ref", {"ref": env_id})
+    _load_plugins()
     with _LOCK:
         for key in (env_id, canonical_id(env_id)):
             if key in _REGISTRY:
@@ -203,11 +213,17 @@ def check_env_ids(env_ids: Sequence[str]) -> None:
     """Raise ValueError unless `env_ids` is non-empty, registered (old family spellings too) and without repeats."""
     if not env_ids:
         raise ValueError("give at least one env id")
+    from gymverse.manifest import allowed_file, is_file_ref
+
     known = set(list_envs())
     missing = [
-        e for e in env_ids
-        if canonical_id(e) not in known and not e.startswith(REMOTE_PREFIX) and _scheme_resolver(e) is None
-    ]  # fmt: skip
+        e
+        for e in env_ids
+        if canonical_id(e) not in known
+        and not e.startswith(REMOTE_PREFIX)
+        and _scheme_resolver(e) is None
+        and not (is_file_ref(e) and allowed_file(e))
+    ]
     if missing:
         raise ValueError(f"unknown env id(s) {list(missing)}; available: {sorted(known)}")
     if len({canonical_id(e) for e in env_ids}) != len(env_ids):

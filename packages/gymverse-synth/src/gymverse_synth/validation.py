@@ -373,6 +373,14 @@ def _hosted_run(
             box.update(wall_time=round(res.wall_time, 3), cpu_time=round(res.cpu_time, 3), max_rss_kb=res.max_rss_kb)
             box["isolation"] = res.isolation
         box["host_starts"] = host.starts
+        box["audit"] = [list(a) for a in host.audit]  # what its code tried outside the box (gymverse.sandbox._audit)
+
+
+def _unsafe_reason(attempts: list[list[str]]) -> str:
+    shown = "; ".join(f"{kind} {detail}" for kind, detail in attempts[:5])
+    return (
+        f"the program tried to act outside its sandbox (files, environment, sockets, processes or native code): {shown}"
+    )
 
 
 def validate_program(source: str, config: ValidationConfig | None = None) -> ValidationReport:
@@ -385,6 +393,9 @@ def validate_program(source: str, config: ValidationConfig | None = None) -> Val
         return ValidationReport(passed=False, stage="static", failures=static, seconds=_since(started))
     box: dict[str, Any] = {}
     stage, failures, evidence = _hosted_run(source, config, box)
+    if box.get("audit"):  # the program reached outside its box: rejected whatever else it did
+        unsafe = ValidationFailure(stage="sandbox", check="unsafe", reason=_unsafe_reason(box["audit"]))
+        stage, failures = ("sandbox", [unsafe, *failures]) if not failures else (stage, [*failures, unsafe])
     report = evidence.get("checker")
     results = report.results if report is not None else []
     return ValidationReport(

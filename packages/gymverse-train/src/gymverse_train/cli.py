@@ -33,7 +33,11 @@ def _int_list(text: str) -> list[int]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``train`` options."""
     p.add_argument("--model", default="smollm2", help="'smollm2' (offline SmolLM2-135M-Instruct) or a local HF dir")
-    p.add_argument("--envs", default="demo:EchoTarget", help="comma-separated env ids (default demo:EchoTarget)")
+    p.add_argument(
+        "--envs",
+        default="demo:EchoTarget",
+        help="comma-separated env ids or an evaluation's manifest.json (default demo:EchoTarget)",
+    )
     p.add_argument("--steps", type=positive_int_arg, default=40, help="training steps (default 40)")
     p.add_argument("--algo", choices=ALGOS, default="perpo", help="advantage estimator (default perpo)")
     p.add_argument("--evolve", action="store_true", help="PERPO complexity evolution per env")
@@ -70,11 +74,13 @@ def register(subparsers: Any) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
+    from gymverse.manifest import expand_env_ids
+
     from gymverse_train.config import TrainConfig
 
     return TrainConfig(
         model=args.model,
-        envs=[e.strip() for e in args.envs.split(",") if e.strip()],
+        envs=expand_env_ids([e.strip() for e in args.envs.split(",") if e.strip()]),  # a manifest: its envs
         steps=args.steps,
         algo=args.algo,
         evolve=args.evolve,

@@ -58,12 +58,52 @@ def step_record(res: StepResult, action: str) -> Any:
     return canon([action, obs, reward, terminated, truncated, info])
 
 
+_SET_TEXT = re.compile(r"\{[^{}]*\}")
+_MISSING = "<missing>"
+
+
+def _set_order_free(text: str) -> str:
+    """`text` with the items of each ``{...}`` sorted: a set printed in another order reads the same."""
+    return _SET_TEXT.sub(lambda m: "{" + ", ".join(sorted(p.strip() for p in m.group(0)[1:-1].split(","))) + "}", text)
+
+
+def differ_at(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first place where two canonical values differ, as (path, value in a, value in b); None when equal.
+
+    Descends into dicts (by key) and lists (by position), so the path names the exact key; two strings that differ
+    only in the printed order of a set (``{2, 1}`` vs ``{1, 2}``) are equal, as the env's own sets are."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=repr):
+            where = f"{path}[{k!r}]"
+            if k not in a or k not in b:
+                return where, a.get(k, _MISSING), b.get(k, _MISSING)
+            found = differ_at(a[k], b[k], where)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = differ_at(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None if len(a) == len(b) else (f"{path} (length)", len(a), len(b))
+    if isinstance(a, str) and isinstance(b, str) and a != b and _set_order_free(a) == _set_order_free(b):
+        return None
+    return None if a == b else (path or "(value)", a, b)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Canonical values equal up to the printed order of sets (`differ_at`)."""
+    return a == b or differ_at(a, b) is None
+
+
 def first_difference(a: list[Any], b: list[Any]) -> str:
-    """Where two transcripts first differ, shortly."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return f"entry {i}: {short(x)} != {short(y)}"
-    return f"lengths {len(a)} != {len(b)}"
+    """Where two transcripts first differ: the exact position or key and both values there."""
+    found = differ_at(a, b)
+    if found is None:
+        return "no difference"
+    where, x, y = found
+    return f"at {where}: {short(x)} != {short(y)}"
 
 
 def short(obj: Any, limit: int = 120) -> str:

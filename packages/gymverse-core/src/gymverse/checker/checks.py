@@ -16,6 +16,7 @@ from gymverse.checker._support import (
     canon,
     first_difference,
     run_episode,
+    same,
     short,
     step_limit,
     step_record,
@@ -197,7 +198,7 @@ def check_determinism(build: Build, level: int, seed: int, max_steps: int | None
     obs_a, info_a = a.reset(seed=seed)
     obs_b, info_b = b.reset(seed=seed)
     first_a, first_b = canon([obs_a, info_a]), canon([obs_b, info_b])
-    if first_a != first_b:
+    if not same(first_a, first_b):
         what = "observation" if first_a[0] != first_b[0] else "reset info"
         return False, f"first {what} differs between two instances: {first_difference(first_a, first_b)}"
     trans_a: list[Any] = []
@@ -209,12 +210,12 @@ def check_determinism(build: Build, level: int, seed: int, max_steps: int | None
         ra, rb = a.step(act_a), b.step(act_a)
         trans_a.append(step_record(ra, act_a))
         trans_b.append(step_record(rb, act_a))
-        if trans_a[-1] != trans_b[-1]:
+        if not same(trans_a[-1], trans_b[-1]):
             return False, f"transcripts diverge at turn {len(trans_a)}: {first_difference(trans_a, trans_b)}"
         if ra[2] or ra[3] or rb[2] or rb[3]:
             break
     again = canon(list(a.reset(seed=seed)))
-    if again != first_a:
+    if not same(again, first_a):
         return (
             False,
             f"reset(seed={seed}) on a used instance differs from the first: {first_difference(first_a, again)}",
@@ -279,13 +280,15 @@ def state_checks(env: Env, seed: int) -> dict[str, Outcome]:
     env.set_state(snapshot)
     _, restored = _continue(env, actions, 0)
     out["state_roundtrip"] = (
-        OK if restored == original else (False, f"after set_state: {first_difference(original, restored)}")
+        OK if same(restored, original) else (False, f"after set_state: {first_difference(original, restored)}")
     )
     if twin is env or type(twin) is not type(env):
         out["clone"] = (False, f"clone() returned {short(twin, 60)}, not an independent {type(env).__name__}")
     else:
         _, cloned = _continue(twin, actions, 0)
-        out["clone"] = OK if cloned == original else (False, f"clone diverges: {first_difference(original, cloned)}")
+        out["clone"] = (
+            OK if same(cloned, original) else (False, f"clone diverges: {first_difference(original, cloned)}")
+        )
     return out
 
 

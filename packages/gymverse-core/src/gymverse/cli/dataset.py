@@ -12,7 +12,9 @@ def add_dataset_arguments(
 ) -> None:
     """Add ``--envs --n --out --seed --complexity`` (and ``--split`` with `split`) for `suffix` output files."""
     example = "game:GuessTheNumber,logic:Nonogram"
-    parser.add_argument("--envs", required=True, help=f"comma-separated env ids, e.g. {example}")
+    parser.add_argument(
+        "--envs", required=True, help=f"comma-separated env ids, e.g. {example}, or an evaluation's manifest.json"
+    )
     parser.add_argument("--n", type=int, required=True, help="rows (episodes) per env")
     parser.add_argument("--out", required=True, help=f"output {suffix} path")
     parser.add_argument("--seed", type=int, default=0, help="seed the episodes' seeds come from (default 0)")
@@ -23,9 +25,12 @@ def add_dataset_arguments(
 
 
 def run_dataset_writer(args: argparse.Namespace, write: Callable[[list[str]], str], *, prog: str) -> int:
-    """Call `write` with the env ids of ``--envs`` and print the line it returns; exit code 2 on its ValueError."""
-    envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+    """Call `write` with the env ids of ``--envs`` (a manifest path among them stands for its envs) and print the
+    line it returns; exit code 2 on its ValueError."""
+    from gymverse.manifest import expand_env_ids
+
     try:
+        envs = expand_env_ids([e.strip() for e in args.envs.split(",") if e.strip()])
         summary = write(envs)
     except ValueError as err:  # an unknown env id, a bad --n or --complexity: the user's input, not a crash
         print(f"{prog}: error: {err}", file=sys.stderr)

@@ -166,6 +166,8 @@ class GemEnvAdapter(Env):
         self.gem_uses_numpy = True
         #: Where the success rule came from (``given``, ``inferred ...``, ``none inferred ...``).
         self.success_rule_note = "given"
+        #: The same as a field decisions may read: ``given``, ``inferred`` or ``none`` (no success signal found).
+        self.success_rule_source = "given"
         self._built_level: int | None = None
         self._gem = obj if obj is not None else self._build(self._level)
         if self._detect_attribute and isinstance(getattr(self._gem, "complexity", None), int | float):

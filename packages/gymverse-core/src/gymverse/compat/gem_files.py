@@ -94,12 +94,12 @@ def load_gem_env_file(
     stat = p.stat()
     module, shimmed = _import_cached(str(p), stat.st_mtime_ns, stat.st_size, use_shim)
     cls = _pick_class(module, p, class_name)
-    rule_note = "given"
+    rule_note, rule_source = "given", "given"
     if success_from == "auto":
         found = _conventions_cached(str(p), stat.st_mtime_ns, stat.st_size, cls)
-        rule_note = "inferred from the rewards step() returns"
+        rule_note, rule_source = "inferred from the rewards step() returns", "inferred"
         if found.success_rule is None:  # kept visible: `success_rule` says so and evaluations report it
-            rule_note = "none inferred: step() returns no positive reward literal"
+            rule_note, rule_source = "none inferred: step() returns no positive reward literal", "none"
         success_from = str(found.success_rule or "info")
         reward_range = reward_range or found.reward_range
     if complexity_kwargs is not None and complexity_knob == "auto":
@@ -123,6 +123,7 @@ def load_gem_env_file(
     except GemLoadError as err:
         raise GemLoadError(f"{p}: {err}") from err.__cause__
     env.success_rule_note = rule_note
+    env.success_rule_source = rule_source
     env.gem_uses_numpy = _mentions_numpy(str(p), stat.st_mtime_ns, stat.st_size)
     return env
 

@@ -19,11 +19,18 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gymverse.sandbox import _protocol
+from gymverse.sandbox import _audit, _protocol
 from gymverse.sandbox._codec import encode
 
 #: Attributes some envs (GEM adapters) carry that evaluation reads; copied to the proxy when present.
-EXTRA_ATTRS = ("success_rule", "success_rule_note", "complexity_knob", "complexity_fixed", "gem_uses_numpy")
+EXTRA_ATTRS = (
+    "success_rule",
+    "success_rule_note",
+    "success_rule_source",
+    "complexity_knob",
+    "complexity_fixed",
+    "gem_uses_numpy",
+)
 REQUEST_CAP = 64 * 1024 * 1024
 
 
@@ -290,17 +297,25 @@ def _metadata(env: Any) -> Any:
     return {"other": md}
 
 
-def _answer(host: Host, msg: dict[str, Any]) -> bytes:
+def _answer(host: Host, msg: dict[str, Any], audit: _audit.Recorder | None = None) -> bytes:
     seq = msg.get("id")
     host.drop(list(msg.get("drop") or []))
+    op = str(msg.get("op"))
     try:
-        body = host.handle(str(msg.get("op")), int(msg.get("env") or 0), list(msg.get("args") or []))
+        if audit is not None:
+            audit.active = op != "init"  # init writes the shipped files: our doing, not the env's
+        body = host.handle(op, int(msg.get("env") or 0), list(msg.get("args") or []))
         answer = {"id": seq, "ok": True, **body}
     except BaseException as err:  # the env's exception (even SystemExit) is an answer, not the end of the host
         if isinstance(err, KeyboardInterrupt):
             raise
         tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))[-4000:]
         answer = {"id": seq, "ok": False, "type": type(err).__name__, "message": str(err)[:2000], "traceback": tb}
+    if audit is not None:
+        audit.active = False
+        attempts = audit.drain()
+        if attempts:  # what env code tried outside its box during this request (`gymverse.sandbox._audit`)
+            answer["audit"] = attempts
     try:
         data = _protocol.frame(answer)
     except (TypeError, ValueError, RecursionError) as err:  # e.g. an int too long to print
@@ -327,6 +342,7 @@ def serve(preload: list[str] | None = None) -> None:
     for name in PRELOAD if preload is None else preload:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    audit = _audit.install(os.getcwd())
     host = Host()
     while True:
         header = _read_exact(requests, _protocol.FRAME_HEADER.size)
@@ -337,7 +353,7 @@ def serve(preload: list[str] | None = None) -> None:
         msg = _protocol.parse(body) if body is not None else None
         if msg is None:
             return
-        data = _answer(host, msg)
+        data = _answer(host, msg, audit)
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         _write_all(answers, data)

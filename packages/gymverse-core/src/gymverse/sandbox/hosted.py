@@ -39,8 +39,10 @@ from gymverse import deadline as _deadline
 from gymverse.complexity import ComplexitySpec, check_level
 from gymverse.core import Env, EnvMetadata, StepResult
 from gymverse.sandbox import _protocol
+from gymverse.sandbox._audit import MAX_RECORDS
 from gymverse.sandbox._codec import CodecError, RemoteObject, decode
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
+from gymverse.sandbox.env_host import EXTRA_ATTRS
 from gymverse.sandbox.runner import Backend, build_spec, finish, launch
 
 SERVE = "gymverse.sandbox.env_host:serve"
@@ -155,6 +157,8 @@ class _Session:
         self.garbage: list[int] = []
         #: This host's exception classes by remote name (`remote_error`).
         self.errors: dict[str, type[EnvCallError]] = {}
+        #: ``(kind, detail)`` of what env code tried outside its box (`gymverse.sandbox._audit`), as reported.
+        self.audit: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._supervise, name="gymverse-env-host", daemon=True)
         self.thread.start()
@@ -185,9 +189,20 @@ class _Session:
                     self.kill(f"interrupted during {what}: {type(err).__name__}")
                 raise
             self.fresh = False
+            self._take_audit(answer.get("audit"))
         if answer.get("ok") is True:
             return answer
         raise remote_error(answer.get("type"), answer.get("message"), answer.get("traceback"), self.errors)
+
+    def _take_audit(self, raw: Any) -> None:
+        """Keep the well-formed audit records of an answer (untrusted data: shape and size checked)."""
+        if not isinstance(raw, list):
+            return
+        for item in raw[:MAX_RECORDS]:
+            if len(self.audit) >= MAX_RECORDS:
+                return
+            if isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
+                self.audit.append((item[0][:40], item[1][:300]))
 
     def _ends(self, timeout: float, what: str) -> tuple[float, BaseException]:
         now = time.monotonic()
@@ -356,7 +371,7 @@ class HostedEnv(Env):
         self._desc = answer
         self._sync: dict[str, Any] = dict(answer.get("sync") or {})
         for name, raw in dict(answer.get("attrs") or {}).items():
-            if name in ("success_rule", "success_rule_note", "complexity_knob", "complexity_fixed", "gem_uses_numpy"):
+            if name in EXTRA_ATTRS:
                 setattr(self, name, self._field(raw, name))
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -626,6 +641,13 @@ class EnvHost:
         self._session: _Session | None = None
         self._last_death: str | None = None
         self._classes: dict[str, type[HostedEnv]] = {}
+        self._audit: list[tuple[str, str]] = []
+
+    @property
+    def audit(self) -> list[tuple[str, str]]:
+        """``(kind, detail)`` of every attempt env code made outside its box, over all host processes so far."""
+        now = self._session.audit if self._session is not None else []
+        return [*self._audit, *now][:MAX_RECORDS]
 
     def _key(self) -> tuple[Any, ...]:
         return (self.limits, tuple(self.readable_paths), self.backend)
@@ -705,6 +727,7 @@ class EnvHost:
         """Stop the host process (it exits on its own when idle); its outcome lands in `result`."""
         if self._session is not None:
             self._session.close()
+            self._audit += self._session.audit
             self.result = self._session.result
             self._session = None
 

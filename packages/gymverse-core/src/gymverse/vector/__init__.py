@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gymverse.core import Env
+from gymverse.manifest import expand_env_ids, is_manifest_path, read_manifest
 from gymverse.vector.aio import AsyncVecEnv, declares_nonblocking, is_native_async
 from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
 from gymverse.vector.faults import StepTimeout, VectorError, WorkerCrashed
@@ -55,6 +56,10 @@ def make_vec(
     go to the backend (``num_workers``/``start_method`` for process, ``num_workers``/``actor_options`` for ray,
     ``max_workers`` for async).
     """
+    if isinstance(env_id, str) and is_manifest_path(env_id):
+        env_id = read_manifest(env_id)  # an evaluation's manifest: one env per passing entry
+    elif not isinstance(env_id, str) and not callable(env_id):
+        env_id = [e for item in env_id for e in (expand_env_ids([item]) if isinstance(item, str) else [item])]
     if isinstance(env_id, str) or callable(env_id):
         if num_envs is None:
             raise ValueError("num_envs is required when a single env id is given")

@@ -140,6 +140,10 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
+#: The exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation described by `args`; exit code 0 all envs pass, 1 some env fails, 2 bad input."""
     from gymverse.cli.progress import JobProgress
@@ -176,6 +180,13 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"report: {html_path.resolve()}")
     if cfg.trajectories is not None:
         out.print(f"trajectories: {cfg.trajectories}  (browse: gymverse view {args.out})")
+    if report.run.get("partial"):
+        out.print("interrupted (Ctrl-C): the JSON and report above hold what was done, marked partial")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # jobs still running in worker threads would hold up a normal exit until they end: their sandboxed hosts
+        # die with this process, so end it now
+        os._exit(INTERRUPTED)
     return 0 if getattr(args, "no_fail", False) else exit_code(report)
 
 

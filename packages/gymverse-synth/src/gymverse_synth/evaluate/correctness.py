@@ -25,9 +25,9 @@ from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvHost
 
-from gymverse_synth.evaluate.findings import findings
+from gymverse_synth.evaluate.findings import DEFECT, WARNING, findings
 from gymverse_synth.evaluate.policies import make_policy, run_episodes
-from gymverse_synth.evaluate.probes import Probe, env_facts, random_action_status
+from gymverse_synth.evaluate.probes import Probe, env_facts, hang_bound, random_action_status
 from gymverse_synth.evaluate.schema import Correctness
 from gymverse_synth.evaluate.suites import EnvEntry, build_env
 
@@ -57,8 +57,11 @@ class CorrectnessConfig:
     #: Resets probed per level (cheap: many seeds find bugs that hit only some of them).
     reset_seeds: int = 64
     probe_levels: tuple[int, ...] = (1, 3, 5, 7, 10)
-    constant_levels: tuple[int, ...] = (5, 10)
+    #: Constant answers are played at every evaluated level: one may win only at level 1.
+    constant_levels: tuple[int, ...] = (1, 3, 5, 7, 10)
     constant_seeds: int = 8
+    #: Seeds in all for a constant whose rate is high but not yet conclusive (see `findings.lower_bound`).
+    constant_more_seeds: int = 32
     #: Per-reset and per-episode deadlines (seconds); a hang costs this much, once per level.
     reset_timeout: float = 1.0
     episode_timeout: float = 3.0
@@ -74,7 +77,8 @@ class CorrectnessConfig:
         if self.timeout is not None:
             return self.timeout
         hangs = len(self.probe_levels) * self.reset_timeout * 3 + len(self.constant_levels) * self.episode_timeout * 4
-        return self.checker_timeout + 2 * hangs + 60.0
+        slow = len(self.probe_levels) * hang_bound(self.reset_timeout)  # one slow-reset recheck per level
+        return self.checker_timeout + 2 * hangs + slow + 60.0
 
     def job_kwargs(self, ref: str) -> dict[str, Any]:
         """Keyword arguments of `_check_in_child` for the env `ref`."""
@@ -91,6 +95,7 @@ class CorrectnessConfig:
                 "probe_levels": list(self.probe_levels),
                 "constant_levels": list(self.constant_levels),
                 "constant_seeds": self.constant_seeds,
+                "constant_more_seeds": self.constant_more_seeds,
                 "reset_timeout": self.reset_timeout,
                 "episode_timeout": self.episode_timeout,
                 "checker_timeout": self.checker_timeout,
@@ -136,6 +141,7 @@ def check_hosted(
     finally:
         host.close()
     out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}
+    out["audit"] = [list(a) for a in host.audit]  # recorded by the host, kept here even when the job timed out
     return out
 
 
@@ -167,7 +173,7 @@ def collect_evidence(
     probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
     prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
     probes.complexity(prints, min(pcfg["probe_levels"]), max(pcfg["probe_levels"]))
-    probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints)
+    probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints, pcfg["constant_more_seeds"])
     probes.out["random_action"] = random_action_status(factory, pcfg["reset_timeout"])
     env_id = None if ref.startswith(("file:", "gem:")) else ref  # a registered id: its family must match
     hung = {f["level"] for f in probes.out["reset_failures"] if f["kind"] == "hang"}
@@ -189,13 +195,17 @@ def collect_evidence(
             "errors": [e["error"] for e in eps if e.get("error")][:2],
         }
     degeneracy: dict[str, dict[str, float]] = {}
+    counts: dict[str, dict[str, list[int]]] = {}  # the sampler's play: {policy: {level: [wins, episodes]}}
     for policy in DEGENERATE_POLICIES:
         rates = {}
         for level in degeneracy_levels:
             eps = _episodes(factory, policy, level, degeneracy_seeds, max_steps, pcfg["episode_timeout"])
-            rates[str(level)] = sum(e["success"] for e in eps) / max(1, len(eps))
+            wins = sum(bool(e["success"]) for e in eps)
+            rates[str(level)] = wins / max(1, len(eps))
+            counts.setdefault(policy, {})[str(level)] = [wins, len(eps)]
         degeneracy[policy] = rates
-    return {"checker": report, "oracle": oracle, "degeneracy": degeneracy, "probes": probes.out, "facts": facts}
+    return {"checker": report, "oracle": oracle, "degeneracy": degeneracy, "degeneracy_counts": counts,
+            "probes": probes.out, "facts": facts}  # fmt: skip
 
 
 def _episodes(
@@ -252,56 +262,55 @@ def _no_oracle(evidence: Mapping[str, Any]) -> bool:
 def verdict(
     evidence: Mapping[str, Any], rubric: Mapping[str, Any] | None = None, degeneracy_max_rate: float = 0.25
 ) -> Correctness:
-    """Turn sandbox evidence (the dict `_check_in_child` returns, or ``{"error"}``) into a per-env verdict."""
+    """Turn sandbox evidence (the dict `_check_in_child` returns, or ``{"error"}``) into a per-env verdict.
+
+    ``incorrect`` exactly when some finding is a defect; warnings are reported apart and change nothing."""
     if "error" in evidence or "build_error" in evidence:
         why = evidence.get("build_error") or evidence.get("error")
-        return Correctness("error", [f"cannot build the env: {why}"], rubric=dict(rubric) if rubric else None)
-    reasons: list[str] = []
+        found = findings({"audit": evidence.get("audit")})  # an env that stalled its job may still have tried
+        items = [{"code": "error", "severity": DEFECT, "message": f"cannot build the env: {why}", "evidence": {}}]
+        items += found.items
+        return Correctness("error", [f"cannot build the env: {why}", *found.reasons], rubric=dict(rubric) if rubric
+                           else None, findings=items)  # fmt: skip
     no_oracle = _no_oracle(evidence)
     found = findings(evidence, degeneracy_max_rate)
-    notes = found.notes
     checker = _checker_summary(evidence.get("checker", {}))
     if checker.get("error"):
-        reasons.append(f"checker: {checker['error']}")
+        found.add("checker", f"checker: {checker['error']}", flag=False)
     gem = evidence.get("facts", {}).get("contract") == "gem"
     # decided from each result's structured fields; its reason (which may quote the env) is only displayed
-    counted: dict[tuple[str, str], str] = {}
+    counted: dict[tuple[str, str], dict[str, Any]] = {}
     for r in _failures(evidence.get("checker", {})):
         if r["error_type"] == "NotImplementedError" and (no_oracle or found.no_random_action):
             continue  # no oracle / no random action: said once in the notes, not as a defect of every check
         if r["status"] in ("skipped", "not_judged") or (gem and r["name"] in GEM_EXEMPT_CHECKS):
             continue  # consequences of a failure reported on its own, or GymVerse-only contract points
-        counted.setdefault((r["severity"], r["name"]), _shown(r))
-    for (severity, name), why in counted.items():
-        (reasons if severity == "defect" else notes).append(f"checker {name}: {why}")
+        counted.setdefault((r["severity"], r["name"]), r)
+    for (severity, name), r in counted.items():
+        where = {k: r[k] for k in ("level", "seed") if r.get(k) is not None}
+        found.add(name, f"checker {name}: {_shown(r)}", DEFECT if severity == "defect" else WARNING, flag=False,
+                  check=name, detail=str(r["reason"]), **where)  # fmt: skip
     oracle = {lvl: {"n": int(v["n"]), "successes": int(v["successes"])} for lvl, v in evidence["oracle"].items()}
     unsolved = [lvl for lvl, v in oracle.items() if v["successes"] < v["n"] or v["n"] == 0]
     if unsolved and not no_oracle:
         first = evidence["oracle"][unsolved[0]].get("errors") or []
         detail = f" ({first[0]})" if first else ""
-        reasons.append(f"oracle does not solve level(s) {', '.join(unsolved)}{detail}")
-    reasons += found.reasons
+        found.add("oracle_fails", f"oracle does not solve level(s) {', '.join(unsolved)}{detail}", flag=False,
+                  levels=[int(lv) for lv in unsolved])  # fmt: skip
     degeneracy = {p: {lvl: float(r) for lvl, r in rates.items()} for p, rates in evidence["degeneracy"].items()}
-    for policy, rates in degeneracy.items():
-        if found.no_random_action:
-            break  # both degenerate policies draw from sample_random_action
-        chance = degeneracy.get("random", {}) if policy != "random" else {}
-        bad = {lvl: r for lvl, r in rates.items() if r > max(degeneracy_max_rate, chance.get(lvl, 0.0) + 0.25)}
-        if bad:
-            shown = ", ".join(f"level {lvl}: {r:.0%}" for lvl, r in bad.items())
-            reasons.append(f"degenerate: the {policy} policy solves {shown} (max allowed {degeneracy_max_rate:.0%})")
     if rubric is not None and rubric.get("verdict") == "fail":
         issues = "; ".join(str(i) for i in rubric.get("issues", [])[:3]) or "no details"
-        reasons.append(f"rubric judge: program does not match its spec: {issues}")
-    if reasons:
+        found.add("rubric", f"rubric judge: program does not match its spec: {issues}", flag=False)
+    if found.reasons:
         v = "incorrect"
     elif no_oracle:
         v = "unverified"  # e.g. GEM envs: every other check ran, but without solve() solvability cannot be shown
     else:
         v = "correct"
     return Correctness(
-        v, reasons, checker, oracle, degeneracy, dict(rubric) if rubric else None, notes=notes, probes=found.summary
-    )
+        v, found.reasons, checker, oracle, degeneracy, dict(rubric) if rubric else None, notes=found.notes,
+        probes=found.summary, warnings=found.warnings, findings=found.items,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ rubric judge

@@ -59,6 +59,10 @@ class Executor(Protocol):
         """Stop workers."""
         ...
 
+    def abandon(self) -> None:
+        """Cancel queued jobs and return without waiting for running ones (Ctrl-C)."""
+        ...
+
 
 class InlineExecutor:
     """Runs jobs in threads of this process: fastest start, no isolation (trusted envs, tests)."""
@@ -79,6 +83,10 @@ class InlineExecutor:
     def close(self) -> None:
         """Wait for running jobs and stop the threads."""
         self._pool.shutdown(wait=True)
+
+    def abandon(self) -> None:
+        """Cancel queued jobs and return without waiting for running ones (Ctrl-C)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _guarded(target: str, kwargs: dict[str, Any]) -> JobResult:
@@ -135,6 +143,10 @@ class ProcessExecutor:
     def close(self) -> None:
         """Wait for running jobs."""
         self._threads.shutdown(wait=True)
+
+    def abandon(self) -> None:
+        """Cancel queued jobs and return without waiting for running ones (Ctrl-C)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 class SandboxExecutor:
@@ -198,6 +210,10 @@ class SandboxExecutor:
         self._threads.shutdown(wait=True)
         if self._pool is not None:
             self._pool.close()
+
+    def abandon(self) -> None:
+        """Cancel queued jobs and return without waiting for running ones (Ctrl-C): their hosts end with us."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def make_executor(kind: str, workers: int | None = None, readable_paths: Sequence[str] = ()) -> Executor:

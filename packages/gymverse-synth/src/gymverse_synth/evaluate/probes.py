@@ -15,8 +15,7 @@ Run inside the correctness job (sandboxed), every call bounded by `gymverse.dead
 
 from __future__ import annotations
 
-import contextlib
-import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,9 +24,8 @@ from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
 
-CONSTANTS = ("0", "1", "yes", "no", "-1", "", "A")
-MAX_CANDIDATES = 16
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+from gymverse_synth.evaluate.answers import CONSTANTS, answer_key, candidates
+
 _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
 
@@ -53,36 +51,9 @@ def _fingerprint(obs: object, inner: dict[str, Any] | None) -> str:
     return f"{obs}\0{attrs}"
 
 
-def _templates(env: Env, obs: str) -> list[str]:
-    """Action templates: the env's own sample actions first (its real answer format), then the observation's."""
-    found: list[str] = []
-    with contextlib.suppress(Exception):
-        for _ in range(3):
-            m = _BOXED.search(str(env.sample_random_action()))
-            if m:
-                found.append(m.group(1).strip())
-    found += [m.group(1).strip() for m in _BOXED.finditer(obs)]
-    return list(dict.fromkeys(found))
-
-
-def _substitute(template: str, constant: str) -> str | None:
-    if re.search(r"<[^<>]*>", template):
-        return re.sub(r"<[^<>]*>", constant, template)
-    if re.search(r"-?\d+(?!.*\d)", template) and constant.lstrip("-").isdigit():
-        return re.sub(r"-?\d+(?!.*\d)", constant, template)
-    return None
-
-
-def candidates(env: Env, obs: str) -> list[str]:
-    """Constant answers in the env's format, most telling first: each constant substituted into the env's action
-    templates and boxed on its own, then the env's example actions verbatim."""
-    templates = _templates(env, obs)
-    out: list[str] = []
-    for c in CONSTANTS:
-        out += [f"\\boxed{{{x}}}" for x in (_substitute(t, c) for t in templates) if x is not None]
-        out.append(f"\\boxed{{{c}}}")
-    out += [f"\\boxed{{{t}}}" for t in templates]
-    return list(dict.fromkeys(out))[:MAX_CANDIDATES]
+def hang_bound(reset_timeout: float) -> float:
+    """How long a reset may take before it is a hang: past the issue's slow-but-finite searches (~1.3 s)."""
+    return max(3.0, 3 * reset_timeout)
 
 
 class Probe:
@@ -90,7 +61,22 @@ class Probe:
 
     def __init__(self, build: Callable[[int], Env], reset_timeout: float, episode_timeout: float) -> None:
         self.build, self.reset_timeout, self.episode_timeout = build, reset_timeout, episode_timeout
+        #: A reset slower than `reset_timeout` is a hang only past this bound (slow searches finish well before).
+        self.hang_bound = hang_bound(reset_timeout)
         self.out: dict[str, Any] = {}
+        #: Seeds reset-probed per level (`resets`).
+        self.probed: dict[int, int] = {}
+        #: Constant answers the env parsed at least once (a step not flagged ``format_error``).
+        self.parsed: set[str] = set()
+
+    def _note(self, action: str) -> Callable[[Any], None]:
+        """A `_judge` hook that records whether the env parsed `action`."""
+
+        def note(res: Any) -> None:
+            if isinstance(res.info, dict) and res.info.get("format_error") is not True:
+                self.parsed.add(action)
+
+        return note
 
     def _built(self, level: int) -> Env | str:
         try:
@@ -105,6 +91,7 @@ class Probe:
         Levels below 5 get a quarter of the seeds: the seed-dependent bugs this hunts show at high levels.
         Only the first `printed` seeds are fingerprinted (the complexity probe compares those)."""
         failures: list[dict[str, Any]] = []
+        slow: list[dict[str, Any]] = []
         prints: dict[int, dict[int, str]] = {}
         for level in levels:
             env = self._built(level)
@@ -114,30 +101,68 @@ class Probe:
             prints[level] = {}
             bad: list[tuple[int, str, str]] = []
             n_seeds = seeds if level >= 5 else max(printed, seeds // 4)
-            batched = self._hosted_resets(env, level, n_seeds, printed) if isinstance(env, HostedEnv) else None
-            if batched is not None:
-                prints[level], bad = batched
-            else:
-                if isinstance(env, HostedEnv):  # the batch hung and its host was stopped: find the seed one by one
-                    env = self._built(level)
-                if isinstance(env, str):
-                    bad.append((0, "hang", f"resets at level {level} did not finish; then {env}"))
-                else:
-                    bad = self._reset_each(env, level, n_seeds, printed, prints[level])
+            bad = self._probe_from(env, level, 0, n_seeds, printed, prints[level])
+            self.probed[level] = n_seeds
+            for _ in range(3):  # a slow seed is rechecked against the hang bound, then the later seeds are probed
+                hang = next((b for b in bad if b[1] == "hang" and b[0] is not None), None)
+                if hang is None:
+                    break
+                took = self._slow(level, hang[0])
+                bad.remove(hang)
+                if took is None:
+                    bad.append((hang[0], "hang", f"{hang[2]}; nor within {self.hang_bound:g}s on a fresh env"))
+                    break
+                slow.append({"level": level, "seed": hang[0], "seconds": round(took, 3),
+                             "limit": self.reset_timeout, "bound": self.hang_bound})  # fmt: skip
+                prints[level][hang[0]] = ""
+                fresh = self._built(level)
+                if isinstance(fresh, str):
+                    break
+                bad += self._probe_from(fresh, level, hang[0] + 1, n_seeds, printed, prints[level])
+            bad.sort(key=lambda b: b[1] != "hang")  # a hang first: it is what the level is reported for
             if bad:
                 seed, kind, error = bad[0]
                 fail = {"level": level, "seed": seed, "kind": kind, "error": error, "n_failed": len(bad)}
                 failures.append({**fail, "n_seeds": n_seeds})
         self.out["reset_failures"] = failures
+        self.out["slow_resets"] = slow
         self.out["reset_seeds"] = seeds
         return prints
 
+    def _probe_from(
+        self, env: Env, level: int, start: int, n_seeds: int, printed: int, prints: dict[int, str]
+    ) -> list[tuple[int, str, str]]:
+        """Reset seeds `start`..`n_seeds`-1 (one request for a hosted env, else one by one); the failures."""
+        batched = self._hosted_resets(env, level, n_seeds, printed, start) if isinstance(env, HostedEnv) else None
+        if batched is not None:
+            prints.update(batched[0])
+            return batched[1]
+        if isinstance(env, HostedEnv):  # the batch hung and its host was stopped: find the seed one by one
+            built = self._built(level)
+            if isinstance(built, str):
+                return [(start, "hang", f"resets at level {level} did not finish; then {built}")]
+            env = built
+        return self._reset_each(env, level, n_seeds, printed, prints, start)
+
+    def _slow(self, level: int, seed: int) -> float | None:
+        """Seconds one more ``reset(seed)`` takes on a fresh env when it finishes within `hang_bound`, else None."""
+        env = self._built(level)
+        if isinstance(env, str):
+            return None
+        started = time.monotonic()
+        try:
+            with deadline(self.hang_bound, f"reset(seed={seed}) at level {level}"):
+                env.reset(seed=seed)
+        except (Exception, CallTimeout):
+            return None
+        return time.monotonic() - started
+
     def _reset_each(
-        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str]
+        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str], start: int = 0
     ) -> list[tuple[int, str, str]]:
         """Reset seed by seed, each under its own deadline; returns (seed, kind, error) of the failures."""
         bad: list[tuple[int, str, str]] = []
-        for seed in range(n_seeds):
+        for seed in range(start, n_seeds):
             try:
                 with deadline(self.reset_timeout, f"reset(seed={seed}) at level {level}"):
                     if seed < printed:
@@ -153,18 +178,18 @@ class Probe:
         return bad
 
     def _hosted_resets(
-        self, env: HostedEnv, level: int, n_seeds: int, printed: int
+        self, env: HostedEnv, level: int, n_seeds: int, printed: int, start: int = 0
     ) -> tuple[dict[int, str], list[tuple[int, str, str]]] | None:
         """Every reset of a level in one request to the env's host; None when it hung (the per-seed loop then
         finds the seed, on a fresh host)."""
         try:
-            with deadline(self.reset_timeout * n_seeds, f"resets at level {level}"):
-                results = env.resets(range(n_seeds), printed, self.reset_timeout)
+            with deadline(self.reset_timeout * max(1, n_seeds - start), f"resets at level {level}"):
+                results = env.resets(range(start, n_seeds), max(0, printed - start), self.reset_timeout)
         except CallTimeout:
             return None
         prints: dict[int, str] = {}
         bad: list[tuple[int, str, str]] = []
-        for seed, (status, value) in enumerate(results):
+        for seed, (status, value) in enumerate(results, start):
             if status == "ok":
                 prints[seed] = _fingerprint(value[0], value[1]) if value is not None else ""
             elif status == "hang":
@@ -194,44 +219,56 @@ class Probe:
             res["error"] = f"changing the level at run time failed: {_err(err)}"
         self.out["complexity"] = res
 
-    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, str | None]:
+    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
         """One constant episode from ``reset(seed)``: (success, reward problem)."""
         env.reset(seed=seed)
-        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high)
+        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, self._note(action))
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-        """Every (action, seed) episode of a level, each in one request to a hosted env's host ({} otherwise; a pair
-        whose request failed is left out and played step by step). Each episode's deadline is kept here: a host that
-        ignores its own alarms is stopped after one episode's time, and that episode is blamed."""
+        """Every (action, seed) episode of a level, one request per action to a hosted env's host ({} otherwise; a
+        pair whose request failed is left out and played step by step). The host ends an episode past its time
+        itself; the request's deadline, kept here, stops a host that ignores its alarms, and blames that action."""
         if not isinstance(env, HostedEnv):
             return {}
-        out: dict[tuple[str, int], Any] = {}
+        by_action: dict[str, list[int]] = {}
         for action, seed in pairs:
+            by_action.setdefault(action, []).append(seed)
+        out: dict[tuple[str, int], Any] = {}
+        for action, seeds in by_action.items():
+            what = f"constant episodes (action {action!r}, level {level}, seeds {seeds[0]}..{seeds[-1]})"
             try:
-                with deadline(self.episode_timeout, f"constant episode at level {level}"):
-                    out[(action, seed)] = env.play("constant", seed=seed, action=action)
+                with deadline(self.episode_timeout * len(seeds), what):
+                    played = env.plays([(s, "constant", action) for s in seeds], self.episode_timeout)
             except CallTimeout as err:
-                out[(action, seed)] = err
+                out[(action, seeds[0])] = err
                 break
             except Exception:
                 continue
+            out.update({(action, s): item for s, item in zip(seeds, played, strict=True)})
+            if any(item is None or item.timed_out for item in played):
+                break  # one hang per level is enough evidence
         return out
 
     @staticmethod
-    def _batched(item: Any, what: str, low: float, high: float) -> tuple[bool, str | None]:
+    def _batched(
+        item: Any, what: str, low: float, high: float, note: Callable[[Any], None]
+    ) -> tuple[bool, dict[str, Any] | None]:
         """Judge one episode of `_batch` exactly as `_play` judges a live one."""
         if isinstance(item, CallTimeout):
             raise item
         if item is None or item.timed_out:
             raise CallTimeout(f"{what} did not finish within its time limit")
-        ok, issue = _judge((res for _, res in item.steps), low, high)
+        ok, issue = _judge((res for _, res in item.steps), low, high, note)
         if item.error is not None and not ok and issue is None:
             raise item.error
         return ok, issue
 
-    def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]]) -> None:
-        """Play each constant answer on every seed at `levels` whose reset worked in `resets` (if it ran there)."""
-        rates: dict[str, dict[str, float]] = {}
+    def constants(self, levels: Sequence[int], seeds: int, prints: dict[int, dict[int, str]], more: int = 0) -> None:
+        """Play each constant answer on every seed at `levels` whose reset worked in `resets` (if it ran there).
+
+        A rate that is high but not yet conclusive (`_unsure`) is played on up to `more` seeds in all: episodes are
+        cheap, and a flag needs a lower bound, not a lucky point estimate."""
+        counts: dict[str, dict[str, list[int]]] = {}
         crashes: list[dict[str, Any]] = []
         rewards: list[dict[str, Any]] = []
         winners: dict[tuple[int, int], list[str]] = {}
@@ -244,51 +281,90 @@ class Probe:
                     obs, _ = env.reset(seed=0)
             except (Exception, CallTimeout):
                 continue
-            low, high = env.metadata.reward_range
-            good = [s for s in range(seeds) if level not in prints or s in prints[level]]
-            hung = False
-            actions = candidates(env, obs)
-            batch = self._batch(env, level, [(a, s) for a in actions for s in good])
-            for action in actions:
-                wins = 0
-                for seed in good:
-                    what = f"episode (action {action!r}, level {level}, seed {seed})"
-                    try:
-                        if (action, seed) in batch:
-                            ok, reward_issue = self._batched(batch[(action, seed)], what, low, high)
-                        else:
-                            with deadline(self.episode_timeout, what):
-                                ok, reward_issue = self._play(env, seed, action, low, high)
-                    except CallTimeout as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
-                                        "kind": "hang"})  # fmt: skip
-                        hung = True  # one hang per level is enough evidence and all the time we spend
-                        break
-                    except Exception as err:
-                        crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
-                                        "kind": "crash"})  # fmt: skip
-                        continue
-                    if reward_issue and len(rewards) < 3:
-                        rewards.append({"action": action, "level": level, "seed": seed, "error": reward_issue})
-                    if ok:
-                        wins += 1
-                        winners.setdefault((level, seed), []).append(action)
-                rates.setdefault(action, {})[str(level)] = wins / max(1, len(good))
-                if hung:
-                    break
-        self.out["constants"] = rates
+            # an answer the env rejected as malformed everywhere it was played cannot win elsewhere: not replayed
+            actions = [a for a in candidates(env, obs) if a not in counts or a in self.parsed]
+            played = self._level(env, level, actions, self._seeds(level, 0, seeds, prints), counts, crashes, rewards,
+                                 winners)  # fmt: skip
+            unsure = [a for a in actions if _unsure(*counts.get(a, {}).get(str(level), [0, 0]))]
+            if played and unsure and more > seeds:
+                self._level(env, level, unsure, self._seeds(level, seeds, more, prints), counts, crashes, rewards,
+                            winners)  # fmt: skip
+        self.out["constants"] = {a: {lv: w / max(1, n) for lv, (w, n) in by.items()} for a, by in counts.items()}
+        self.out["constant_counts"] = counts
         self.out["constant_seeds"] = seeds
         self.out["step_crashes"] = _first_per_action(crashes)
         self.out["reward_violations"] = rewards
-        both = [{"level": lv, "seed": s, "actions": acts[:2]} for (lv, s), acts in winners.items() if len(acts) > 1]
+        both = []
+        for (lv, s), acts in winners.items():
+            distinct = list({answer_key(a): a for a in acts}.values())  # aliases the parser reads alike are one
+            if len(distinct) > 1:
+                both.append({"level": lv, "seed": s, "actions": distinct[:2]})
         self.out["wrong_answer_wins"] = {"instances": len(both), "of": seeds * len(levels), "examples": both[:3]}
 
+    def _seeds(self, level: int, first: int, last: int, prints: dict[int, dict[int, str]]) -> list[int]:
+        """Seeds first..last-1 whose reset worked when probed (unprobed seeds are tried)."""
+        probed = self.probed.get(level, 0)
+        return [s for s in range(first, last) if level not in prints or s in prints[level] or s >= probed]
 
-def _judge(results: Iterable[Any], low: float, high: float) -> tuple[bool, str | None]:
-    """(success, reward problem) of a constant episode's step results, stopping where a live episode stops."""
+    def _level(
+        self,
+        env: Env,
+        level: int,
+        actions: list[str],
+        good: list[int],
+        counts: dict[str, dict[str, list[int]]],
+        crashes: list[dict[str, Any]],
+        rewards: list[dict[str, Any]],
+        winners: dict[tuple[int, int], list[str]],
+    ) -> bool:
+        """Play `actions` on the seeds `good` of one level, adding to the tallies; False when an episode hung."""
+        low, high = env.metadata.reward_range
+        batch = self._batch(env, level, [(a, s) for a in actions for s in good])
+        for action in actions:
+            tally = counts.setdefault(action, {}).setdefault(str(level), [0, 0])
+            for seed in good:
+                what = f"episode (action {action!r}, level {level}, seed {seed})"
+                try:
+                    if (action, seed) in batch:
+                        ok, issue = self._batched(batch[(action, seed)], what, low, high, self._note(action))
+                    else:
+                        with deadline(self.episode_timeout, what):
+                            ok, issue = self._play(env, seed, action, low, high)
+                except CallTimeout as err:
+                    crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
+                                    "kind": "hang"})  # fmt: skip
+                    return False  # one hang per level is enough evidence and all the time we spend
+                except Exception as err:
+                    crashes.append({"action": action, "level": level, "seed": seed, "error": _err(err),
+                                    "kind": "crash"})  # fmt: skip
+                    continue
+                tally[1] += 1
+                if issue and len(rewards) < 3:
+                    rewards.append({"action": action, "level": level, "seed": seed, **issue})
+                if ok:
+                    tally[0] += 1
+                    winners.setdefault((level, seed), []).append(action)
+        return True
+
+
+def _unsure(wins: int, n: int) -> bool:
+    """A rate above a quarter whose evidence could still go either way: worth more episodes."""
+    from gymverse_synth.evaluate.findings import CONSTANT_MIN_RATE, lower_bound
+
+    return n > 0 and wins / n > 0.25 and lower_bound(wins, n) < CONSTANT_MIN_RATE
+
+
+def _judge(
+    results: Iterable[Any], low: float, high: float, note: Callable[[Any], None] = lambda res: None
+) -> tuple[bool, dict[str, Any] | None]:
+    """(success, reward problem) of a constant episode's step results, stopping where a live episode stops; `note`
+    sees each step result."""
     for res in results:
+        note(res)
         if not low - 1e-9 <= res.reward <= high + 1e-9:
-            return False, f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})"
+            issue = {"error": f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})",
+                     "reward": float(res.reward), "format_error": res.info.get("format_error") is True}  # fmt: skip
+            return False, issue
         if res.done:
             return res.info.get("success") is True, None
     return False, None
@@ -338,4 +414,4 @@ def env_facts(env: Env, timeout: float = 2.0) -> dict[str, Any]:
     }
 
 
-__all__ = ["CONSTANTS", "Probe", "candidates", "env_facts", "fingerprint", "random_action_status"]
+__all__ = ["CONSTANTS", "Probe", "candidates", "env_facts", "fingerprint", "hang_bound", "random_action_status"]

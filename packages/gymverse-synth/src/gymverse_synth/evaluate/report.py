@@ -32,7 +32,7 @@ float:left;clear:left;margin-right:.5em}.explain dd{margin:0 0 .15em 0}svg text{
 #: One sentence per metric, shown next to where the metric appears.
 EXPLAIN: dict[str, str] = {
     "verdict": "correct: every check passed and the oracle solves every level; unverified: every check that can run "
-    "passed but there is no oracle to prove solvability; incorrect: a check found a defect (see reasons); "
+    "passed but there is no oracle to prove solvability; incorrect: a check found a defect (see defects); "
     "error: the env could not be built or loaded.",
     "reference": "The policy whose success curve defines the difficulty columns (noisy oracle if the env has an "
     "oracle, else the LLM, else random play).",
@@ -47,6 +47,12 @@ EXPLAIN: dict[str, str] = {
     "verb_jaccard_distance": "Average Jaccard distance between the sets of action verbs two envs accept.",
     "ast_ngram_distance": "Average cosine distance between the syntax-tree node trigram profiles of two programs.",
     "similarity": "How close the two envs are by the named evidence (1 = identical).",
+    "defects": "Findings that break training (crash, hang, reward outside the declared range, complexity no-op, "
+    "wrong answers accepted, a constant answer wins, oracle fails, unsafe behaviour): they make the env incorrect "
+    "and the exit code 1.",
+    "warnings": "Quality findings (a guessable answer, a sampler that leaks the answer, a slow reset, a format "
+    "penalty outside the declared range): reported, never part of the verdict.",
+    "rubric": "An LLM judge's verdict on whether the program implements its spec (pass/fail; not judged: no spec).",
 }
 FLAGS: dict[str, str] = {
     "flat_difficulty": "Success barely changes across levels: the complexity knob has little effect.",
@@ -61,7 +67,14 @@ FLAGS: dict[str, str] = {
     "complexity_noop_runtime": "Changing the level on a live env (as a trainer does) does not change instances.",
     "reward_range": "A reward fell outside the env's declared reward range.",
     "no_success_rule": "No success signal could be inferred; pass --success-rule.",
-    "incorrect": "At least one correctness check failed (see the reasons).",
+    "unsafe": "The env's code tried to read files or the environment, write outside its directory, open a socket, "
+    "start a process or load native code (the attempts are listed).",
+    "guessable_answer": "Warning: one constant answer wins often enough (95% lower bound) to score without solving.",
+    "sampler_leaks_answer": "Warning: the env's own sample_random_action wins where no visible answer does; it "
+    "draws from hidden state (not counted as degeneracy).",
+    "slow_reset": "Warning: a reset took longer than the probe limit but finished before the hang bound.",
+    "format_penalty_range": "Warning: the format penalty lies outside the declared reward range.",
+    "incorrect": "At least one defect was found (see the defects column).",
     "error": "The env could not be loaded or built.",
 }
 
@@ -116,7 +129,12 @@ def _header(report: EvaluationReport) -> list[str]:
     ]
     if run.get("wall_seconds") is not None:
         meta.append(f"wall time {float(run['wall_seconds']):.1f} s")
+    partial = []
+    if run.get("partial"):
+        partial = ['<p class="incorrect" id="partial">Partial: the run was interrupted (Ctrl-C); envs whose '
+                   "correctness job had not finished say so instead of a verdict.</p>"]  # fmt: skip
     return [
+        *partial,
         f"<h1>GymVerse evaluation: {_e(run.get('suite', ''))}</h1>",
         f'<p class="muted">{_e(" · ".join(meta))} · schema {_e(report.schema_version)}</p>',
         f"<p>Verdicts: {_e(counts_text(s.get('verdicts')))}. Difficulty buckets: "
@@ -125,18 +143,27 @@ def _header(report: EvaluationReport) -> list[str]:
 
 
 def _correctness(report: EvaluationReport) -> list[str]:
+    # a note every env carries (e.g. the success rule of a uniform corpus) is said once, above the table
+    notes = [ev.correctness.notes for ev in report.envs]
+    common = [n for n in notes[0] if all(n in ns for ns in notes[1:])] if len(notes) > 1 else []
+    judged = any(ev.correctness.rubric for ev in report.envs)
     rows = []
     for ev in report.envs:
         c = ev.correctness
-        reasons = "<br>".join(_e(r) for r in c.reasons) or '<span class="muted">no defect found</span>'
-        notes = "<br>".join(f'<span class="note">{_e(n)}</span>' for n in c.notes)
-        rubric = _e(c.rubric.get("verdict")) if c.rubric else "–"
-        cell = reasons + (f"<br>{notes}" if notes else "")
-        rows.append([_e(ev.name), f'<span class="{_e(c.verdict)}">{_e(c.verdict)}</span>', rubric, cell])
+        defects = "<br>".join(_e(r) for r in c.reasons) or '<span class="muted">none</span>'
+        warnings = "<br>".join(_e(w) for w in c.warnings) or '<span class="muted">none</span>'
+        own = "<br>".join(f'<span class="note">{_e(n)}</span>' for n in c.notes if n not in common)
+        row = [_e(ev.name), f'<span class="{_e(c.verdict)}">{_e(c.verdict)}</span>']
+        if judged:
+            row.append(_e(c.rubric.get("verdict")) if c.rubric else "not judged")
+        rows.append([*row, defects, warnings, own])
+    headers = ["env", "verdict", *(["rubric"] if judged else []), "defects", "warnings", "notes"]
+    shared = [f'<p class="note">For every env: {_e("; ".join(common))}.</p>'] if common else []
     return [
         "<h2>Correctness</h2>",
-        _explain(["verdict"]),
-        _table(["env", "verdict", "rubric", "reasons and notes"], rows, "correctness"),
+        _explain(["verdict", "defects", "warnings", *(["rubric"] if judged else [])]),
+        *shared,
+        _table(headers, rows, "correctness"),
     ]
 
 
@@ -213,10 +240,17 @@ def render_html(report: EvaluationReport) -> str:
 
 
 def write_report(report: EvaluationReport, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``evaluation.json`` and ``report.html`` into `out_dir`; returns both paths."""
+    """Write ``evaluation.json``, ``report.html`` and ``manifest.json`` (the envs that passed, for training:
+    `gymverse.manifest`) into `out_dir`; returns the first two paths."""
+    from gymverse.manifest import MANIFEST_NAME, write_manifest
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path = report.save(out / "evaluation.json")
+    rows = [{"name": e.name, "ref": e.ref, "verdict": e.correctness.verdict, "flags": e.flags,
+             "warnings": [f["code"] for f in e.correctness.findings if f.get("severity") == "warning"]}
+            for e in report.envs]  # fmt: skip
+    write_manifest(out / MANIFEST_NAME, str(report.run.get("suite", "")), rows)
     html_path = out / "report.html"
     html_path.write_text(render_html(report), encoding="utf-8")
     return json_path, html_path

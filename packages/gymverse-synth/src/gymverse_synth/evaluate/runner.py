@@ -171,15 +171,19 @@ class _Jobs:
         return kw
 
 
-def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) -> tuple[dict[Any, Any], str, int]:
-    """Run every job; returns {key: result}, the executor's name and its worker count."""
+def _run_jobs(
+    suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None
+) -> tuple[dict[Any, Any], str, int, bool]:
+    """Run every job; returns {key: result}, the executor's name, its worker count and whether Ctrl-C stopped it
+    (then the finished jobs' results are kept, queued jobs are cancelled and running ones are not waited for)."""
     executor = make_executor(cfg.executor, cfg.workers)
     llm_pool = ThreadPoolExecutor(max(1, executor.workers)) if "llm" in cfg.policies else None
+    results: dict[Any, Any] = {}
+    interrupted = False
     try:
         jobs = _Jobs(suite, cfg, executor, llm_pool)
         sink = _TrajectorySink(cfg.trajectories)
         jobs.start()
-        results: dict[Any, Any] = {}
         while jobs.pending:
             done, _ = wait(list(jobs.pending), return_when=FIRST_COMPLETED)
             for fut in done:
@@ -197,11 +201,16 @@ def _run_jobs(suite: Suite, cfg: EvaluationConfig, progress: ProgressFn | None) 
                         jobs.total -= jobs.episodes(key[1], results[key].get("facts", {}).get("has_oracle", True))
                 if progress is not None:
                     progress(len(results), jobs.total, " ".join(str(k) for k in key[1:]))
-        return results, executor.name, executor.workers
+    except KeyboardInterrupt:
+        interrupted = True  # keep what is done: the caller reports it, marked partial
     finally:
         if llm_pool is not None:
-            llm_pool.shutdown(wait=True)
-        executor.close()
+            llm_pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
+        if interrupted:
+            executor.abandon()
+        else:
+            executor.close()
+    return results, executor.name, executor.workers, interrupted
 
 
 def _difficulty(entry: EnvEntry, cfg: EvaluationConfig, results: dict[Any, Any]) -> dict[str, Any]:
@@ -303,6 +312,9 @@ def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
             "degeneracy_levels": list(cfg.correctness.degeneracy_levels),
             "degeneracy_seeds": list(cfg.correctness.degeneracy_seeds),
             "degeneracy_max_rate": cfg.correctness.degeneracy_max_rate,
+            "constant_levels": list(cfg.correctness.constant_levels),
+            "constant_seeds": cfg.correctness.constant_seeds,
+            "constant_more_seeds": cfg.correctness.constant_more_seeds,
         }
         if cfg.run_correctness
         else None,
@@ -330,13 +342,17 @@ def evaluate_suite(
         if cfg.run_diversity
         else None
     )
+    interrupted = True
     try:
-        results, executor_name, workers = _run_jobs(suite, cfg, progress)
+        results, executor_name, workers, interrupted = _run_jobs(suite, cfg, progress)
     finally:
-        side.shutdown(wait=True)
+        side.shutdown(wait=not interrupted, cancel_futures=interrupted)
+    if interrupted:  # an env whose correctness job did not finish is not judged: said so, not guessed
+        for e in suite.entries:
+            results.setdefault(("check", e.name), {"error": "not evaluated: the run was interrupted (Ctrl-C)"})
     envs = [_guarded_eval(e, cfg, results) for e in suite.entries]
     diversity = None
-    if div_future is not None:
+    if div_future is not None and (not interrupted or div_future.done()):
         diversity = _diversity_result(div_future, suite)
         for ev in envs:
             if ev.name in diversity.env_errors:
@@ -358,8 +374,12 @@ def evaluate_suite(
         workers=workers,
         started_at=started.isoformat(timespec="seconds"),
         wall_seconds=round(time.perf_counter() - t0, 3),
+        partial=interrupted,
     )
-    return EvaluationReport(run=run, envs=envs, diversity=diversity, summary=_summary(envs))
+    summary = _summary(envs)
+    if interrupted:
+        summary["partial"] = True
+    return EvaluationReport(run=run, envs=envs, diversity=diversity, summary=summary)
 
 
 __all__ = ["DEFAULT_POLICIES", "EvaluationConfig", "ProgressFn", "evaluate_suite", "run_metadata"]

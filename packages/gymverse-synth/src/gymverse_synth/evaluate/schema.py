@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 VERDICTS = ("correct", "incorrect", "unverified", "error")
 BUCKETS = ("easy", "medium", "hard")
 
@@ -76,6 +76,10 @@ class Correctness:
     notes: list[str] = field(default_factory=list)
     #: Probe summary: ``flags``, ``success_rule``, ``reward_range``, ``complexity`` (both paths), seeds probed.
     probes: dict[str, Any] = field(default_factory=dict)
+    #: (1.2) Quality warnings' messages: reported apart, never part of the verdict.
+    warnings: list[str] = field(default_factory=list)
+    #: (1.2) Every finding: ``{"code", "severity": "defect"|"warning", "message", "evidence": {level, seed, ...}}``.
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def correct(self) -> bool:
