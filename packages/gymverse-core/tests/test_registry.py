@@ -72,7 +72,7 @@ def test_family_ids_are_domain_ids_and_old_spellings_still_work() -> None:
         cls = s.load()
         if s.id.startswith(("game:", "algorithm:", "logic:", "tool-use:")):
             assert s.family == cls.metadata.family == cls.metadata.domain, s.id  # type: ignore[attr-defined]
-    assert {s.family for s in list_specs() if s.entry_point.__str__().startswith("gymverse.envs.")} <= set(DOMAINS)
+    assert {s.family for s in list_specs() if str(s.entry_point).startswith("gymverse.envs.")} <= set(DOMAINS)
     env = make("games:Mastermind", complexity=2)
     assert env.spec_id == "game:Mastermind"  # type: ignore[attr-defined]
     assert spec("tooluse:FileTrail").id == "tool-use:FileTrail"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gymverse
@@ -33,7 +34,12 @@ class Liar(vt.Count):
         return super()._step(action)
 
 
-gymverse.register("batchtest:Liar", Liar, override=True)
+@pytest.fixture(autouse=True)
+def _liar_registered() -> Iterator[None]:
+    """`batchtest:Liar` exists for these tests only (other tests list the registry)."""
+    gymverse.register("batchtest:Liar", Liar, override=True)
+    yield
+    gymverse.registry.deregister("batchtest:Liar")
 
 
 def _transcript(env_id: str, seed: int, actions: list[str]) -> list[tuple[Any, ...]]:
