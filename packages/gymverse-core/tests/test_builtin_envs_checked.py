@@ -5,17 +5,11 @@ from __future__ import annotations
 import gymverse
 import pytest
 from gymverse.checker import CHECK_NAMES, check_env
-from gymverse.registry import spec
+from gymverse.registry import builtin_ids
 
-
-# the envs shipped in gymverse.envs (and the trainer's demo envs); installed suites (gymverse-suites: 100+ envs,
-# some on a JVM) are checked by their own tests, and the vectest: fixtures break the contract on purpose
-def _home(env_id: str) -> str:
-    entry = spec(env_id).entry_point  # read, not loaded: loading a suite's entry imports the suite
-    return entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
-
-
-BUILTINS = [i for i in gymverse.list_envs() if _home(i).startswith(("gymverse.envs", "gymverse_train"))]
+# gymverse-core's envs and the trainer's demo envs; installed suites (gymverse-suites: 100+ envs, some on a JVM) are
+# checked by their own tests, and the vectest: fixtures break the contract on purpose
+BUILTINS = builtin_ids() + gymverse.list_envs("demo")
 
 
 @pytest.mark.parametrize("env_id", BUILTINS)

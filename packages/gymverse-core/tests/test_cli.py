@@ -119,7 +119,7 @@ def test_play_failure_is_reported(capsys: pytest.CaptureFixture[str], monkeypatc
         (["check", "game:Nope"], "unknown env id 'game:Nope'"),
         (["check", "game:GuessTheNumber", "--levels", "1,12"], "complexity must be an integer in 1..10, got '12'"),
         (["check", "game:GuessTheNumber", "--seeds", "0,x"], "seed must be a non-negative integer, got 'x'"),
-        (["check"], "name env ids to check, or use --all or --path FILE"),
+        (["check"], "name env ids to check, or use --builtin, --all or --path FILE"),
         (["check", "--path", "nowhere/env.py"], "no such file"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],

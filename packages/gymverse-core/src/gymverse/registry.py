@@ -209,6 +209,17 @@ def list_envs(family: str | None = None) -> list[str]:
     return ids
 
 
+def builtin_ids() -> list[str]:
+    """The ids of gymverse-core's own envs (`gymverse.envs`), sorted: not plugins, suites or test fixtures."""
+    ids = []
+    for env_id in list_envs():
+        entry = spec(env_id).entry_point  # read, not loaded: loading a suite's entry point imports the suite
+        module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+        if module.startswith("gymverse.envs."):
+            ids.append(env_id)
+    return ids
+
+
 def check_env_ids(env_ids: Sequence[str]) -> None:
     """Raise ValueError unless `env_ids` is non-empty, registered (old family spellings too) and without repeats."""
     if not env_ids:

@@ -121,7 +121,10 @@ def build_parser() -> _Parser:
 
     p_check = sub.add_parser("check", help="run the env checker; exit code 1 when a check fails")
     p_check.add_argument("env_ids", metavar="ID", nargs="*", help="registered ids to check")
-    p_check.add_argument("--all", action="store_true", help="check every registered env")
+    p_check.add_argument("--builtin", action="store_true", help="check every built-in env of gymverse-core")
+    p_check.add_argument(
+        "--all", action="store_true", help="check every registered env (installed suites too: can take long)"
+    )
     p_check.add_argument("--path", action="append", default=[], metavar="FILE", help="env file 'path.py[:Class]'")
     p_check.add_argument("--levels", type=levels_arg, default=(1, 5, 10), help="complexity levels (default 1,5,10)")
     p_check.add_argument("--seeds", type=seeds_arg, default=(0, 1, 2), help="seeds (default 0,1,2)")

@@ -167,10 +167,11 @@ def cmd_play(env_id: str, complexity: int, seed: int | None, out: Console, stdin
 # ----------------------------------------------------------------------------------------------------------- check
 def _targets(args: argparse.Namespace) -> list[Target]:
     specs: list[str] = list(args.env_ids)
-    if args.all:
-        specs += [i for i in registry.list_envs() if i not in specs]
+    if args.all or args.builtin:
+        ids = registry.list_envs() if args.all else registry.builtin_ids()
+        specs += [i for i in ids if i not in specs]
     if not specs and not args.path:
-        raise UsageError("name env ids to check, or use --all or --path FILE")
+        raise UsageError("name env ids to check, or use --builtin, --all or --path FILE")
     targets = []
     for spec in specs:
         try:

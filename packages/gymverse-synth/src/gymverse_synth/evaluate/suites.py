@@ -301,8 +301,9 @@ def builtin_entries(family: str | None = None, *, shipped_only: bool = False) ->
     from gymverse import registry
 
     entries = []
+    shipped = set(registry.builtin_ids()) if shipped_only else None
     for env_id in registry.list_envs(family):
-        if shipped_only and not _is_shipped(registry.spec(env_id).entry_point):
+        if shipped is not None and env_id not in shipped:
             continue
         entry = EnvEntry(name=env_id, kind="builtin", ref=env_id)
         try:
@@ -317,12 +318,6 @@ def builtin_entries(family: str | None = None, *, shipped_only: bool = False) ->
             entry.load_error = f"{env_id}: cannot load: {type(err).__name__}: {err}"
         entries.append(entry)
     return entries
-
-
-def _is_shipped(entry_point: object) -> bool:
-    # plugins and test envs register too; "builtin" means the envs that ship inside gymverse.envs
-    module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
-    return str(module).startswith("gymverse.envs.")
 
 
 def _unreadable(path: Path, why: str) -> EnvEntry:
