@@ -343,7 +343,9 @@ def main() -> None:
 
     from conftest import build_tokenizer
 
-    args = base_parser(__doc__.splitlines()[0]).parse_args()
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rollout-only", action="store_true", help="skip the advantage section")
+    args = parser.parse_args()
     torch.set_num_threads(1)
     llms: dict[str, type[ScriptedLLM]] = {"scripted": ScriptedLLM}
     if args.gpu:
@@ -361,7 +363,7 @@ def main() -> None:
             gpu_rows = rollout_section(args, Path(tmp), server, llms["transformers_gpu"])
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
-    adv_rows = advantage_section(args)
+    adv_rows = [] if args.rollout_only else advantage_section(args)
     report(
         "oat",
         "oat",

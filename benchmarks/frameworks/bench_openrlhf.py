@@ -20,6 +20,7 @@ Run in the OpenRLHF environment (``.venv-openrlhf``, as ``.ci/run`` builds it)::
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import warnings
@@ -61,15 +62,17 @@ class OpenRLHFRollout:
     """Both executors on one tokenizer; ``play_*`` run a batch of samples and return their turn counts."""
 
     def __init__(self, gpu: Any = None) -> None:
+        from gymverse.curriculum.options import CurriculumOptions
         from gymverse_openrlhf.config import ENV_VAR, GymVerseConfig
 
-        os.environ[ENV_VAR] = GymVerseConfig(max_turns=HORIZON).to_json()  # --gymverse.max_turns, as train.py sets
+        # --gymverse.max_turns, as train.py sets it
+        os.environ[ENV_VAR] = GymVerseConfig(curriculum=CurriculumOptions(max_turns=HORIZON)).to_json()
         os.environ["GYMVERSE_BENCH_HORIZON"] = str(HORIZON)
         self.kit = load_test_helpers("adapter-openrlhf")  # also the vLLM / flash-attn stand-ins of the tests
         import gymverse_openrlhf.agent_func as agent_func
         from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 
-        self.tokenizer = fixture_function(self.kit.tokenizer)()
+        self.tokenizer = fixture_function(self.kit.tokenizer)(fixture_function(self.kit.corpus)())
         self.executors = {
             "gymverse": _load_agent_executor(agent_func.__file__),
             "native": _load_agent_executor(str(HERE / "openrlhf_native_agent.py")),
@@ -88,14 +91,14 @@ class OpenRLHFRollout:
 
     async def _play(self, arm: str, env_id: str, seeds: list[int]) -> list[int]:
         import vllm
-        from gymverse_openrlhf.labels import EnvLabel
+        from gymverse.rollout.dataset import EpisodeSpec
 
         params = vllm.SamplingParams(max_tokens=None, skip_special_tokens=False)  # one per batch, as OpenRLHF
         outs = await asyncio.gather(
             *(
                 self.executors[arm].execute(
                     prompt=self._prompt(env_id, s),
-                    label=EnvLabel(env_id, s, 1).to_json(),
+                    label=json.dumps(EpisodeSpec(env_id, seed=s, complexity=1).to_dict()),
                     sampling_params=params,
                     max_length=MAX_LENGTH,
                     hf_tokenizer=self.tokenizer,
@@ -127,9 +130,9 @@ def advantage_arms(transitions: int) -> dict[str, Any]:
     """OpenRLHF's own ``group_norm`` and the GymVerse ``norm=env`` patch on the same Experience micro-batches."""
     load_test_helpers("adapter-openrlhf")  # the GPU-module stand-ins, before OpenRLHF's trainer modules
     import torch
+    from gymverse.rollout.batch import EpisodeRecord
     from gymverse_openrlhf.advantages import make_patched
     from gymverse_openrlhf.config import GymVerseConfig
-    from gymverse_openrlhf.labels import EnvLabel
     from openrlhf.trainer.ppo_utils import experience_maker as em
     from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
 
@@ -142,7 +145,23 @@ def advantage_arms(transitions: int) -> dict[str, Any]:
         starts = [t for t in range(len(row)) if row[t] and (t == 0 or not row[t - 1])]
         response = {
             "prompt": b.uids[i],
-            "label": EnvLabel(b.env_ids[i], i // GROUP, 1, turn_rewards=tuple(b.turn_rewards[i])).to_json(),
+            "label": json.dumps(
+                {
+                    "env_id": b.env_ids[i],
+                    "seed": i // GROUP,
+                    "complexity": 1,
+                    "episode": EpisodeRecord(
+                        b.env_ids[i],
+                        tuple(b.turn_rewards[i]),
+                        tuple(b.turn_ends[i]),
+                        "terminated",
+                        1,
+                        False,
+                        f"e{i}",
+                        i // GROUP,
+                    ).to_dict(),
+                }
+            ),
             "observation_tokens": prompt + [7] * len(row),
             "action_ranges": [(len(prompt) + s, len(prompt) + s + REPLY) for s in starts],
             "reward": float(sum(b.turn_rewards[i])),

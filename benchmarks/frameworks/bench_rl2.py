@@ -324,6 +324,7 @@ def targets(rollout_rows: list[dict[str, Any]], adv_rows: list[dict[str, Any]]) 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rollout-only", action="store_true", help="skip the advantage section")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from rl2_harness import build_tokenizer
@@ -343,7 +344,7 @@ def main() -> None:
             gpu_rows = rollout_section(args, tokenizer_dir, engines["transformers_gpu"])
             for r in gpu_rows:
                 r["case"] = f"gpu {r['case']}"
-        adv_rows = advantage_section(args, tokenizer_dir)
+        adv_rows = [] if args.rollout_only else advantage_section(args, tokenizer_dir)
     report(
         "rl2",
         "RL2",
