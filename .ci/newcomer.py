@@ -99,9 +99,7 @@ class Walk:
         """Start a server line, wait for its URL, `probe` it, then Ctrl-C it: it must exit 0 within 10 s."""
         t0 = time.monotonic()
         outcome = Outcome(line, "ok")
-        # no shell in between: Ctrl-C in a terminal reaches uv and gymverse, not a `sh -c` that dies of it
-        proc = subprocess.Popen(shlex.split(line), cwd=self.cwd, env=self.env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = self._spawn(line)
         seen = ""
         try:
             assert proc.stdout is not None
@@ -116,7 +114,7 @@ class Walk:
             probe(url, outcome)
             os.killpg(proc.pid, signal.SIGINT)
             code = proc.wait(10)
-            assert code == 0, f"exit {code} after Ctrl-C"
+            assert code == 0, f"exit {code} after Ctrl-C: {proc.stdout.read()[-600:]}"
         except (AssertionError, subprocess.TimeoutExpired, OSError) as err:
             outcome.status = "failed"
             outcome.notes.append(f"{type(err).__name__}: {err}")
@@ -130,8 +128,7 @@ class Walk:
         """Run a long line as written until its output shows `until` (e.g. the first training step), then stop it."""
         t0 = time.monotonic()
         outcome = Outcome(line, "ok")
-        proc = subprocess.Popen(shlex.split(line), cwd=self.cwd, env=self.env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = self._spawn(line)
         seen = ""
         try:
             assert proc.stdout is not None
@@ -151,6 +148,11 @@ class Walk:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
         return self._done(outcome, t0)
+
+    def _spawn(self, line: str) -> subprocess.Popen[str]:
+        # no shell in between: Ctrl-C in a terminal reaches uv and gymverse, not a `sh -c` that dies of it
+        return subprocess.Popen(shlex.split(line), cwd=self.cwd, env=self.env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
     def skip(self, line: str, why: str) -> Outcome:
         """Record a line not run, with the reason."""
@@ -226,6 +228,7 @@ def probe_server(walk: Walk) -> Callable[[str, Outcome], None]:
         assert _get(url + "/docs")[0] == 404
         page = walk.page(url + "/", "serve-index", "document.readyState === 'complete'")
         assert page.locator("li a").count() == len(index["envs"])
+        page.close()
         outcome.notes.append(f"{len(index['envs'])} envs indexed, serve-index.png")
 
     return probe

@@ -21,6 +21,20 @@ def _free_port() -> int:
         return port
 
 
+def _wait_until_up(proc: subprocess.Popen[str], port: int) -> str:
+    """The server's URL once /health answers (fails if the process dies or 30 s pass)."""
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/health").status_code == 200:
+                return url
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "server did not come up"
+        time.sleep(0.1)
+
+
 def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
     from gymverse.client import RemoteEnv
 
@@ -43,16 +57,7 @@ def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.1)
+        url = _wait_until_up(proc, port)
         envs = httpx.get(f"{url}/v1/envs", headers={"Authorization": "Bearer t0ken"}).json()["envs"]
         assert {e["id"] for e in envs} >= {"game:Mastermind", "vectest:Count"}
         assert "vectest:Hang" not in {e["id"] for e in envs}
@@ -95,16 +100,7 @@ def test_default_serve_has_an_index_no_test_fixtures_and_a_taken_port_fails_firs
     cmd = [sys.executable, "-m", "gymverse.cli", "serve", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.1)
+        url = _wait_until_up(proc, port)
         index = httpx.get(f"{url}/").json()
         assert "game:Mastermind" in index["envs"] and not [e for e in index["envs"] if e.startswith("vectest")]
         assert {"method": "POST", "path": "/v1/sessions"}.items() <= index["routes"][1].items()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
+import signal
 import sys
 from typing import Any
 
@@ -138,7 +138,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    # uvicorn shuts down cleanly on Ctrl-C, then re-raises it: stopping was asked for, so the exit status is 0
-    with contextlib.suppress(KeyboardInterrupt):
-        serve(config, log_level=args.log_level, sock=sock)
+    # uvicorn catches Ctrl-C, shuts down cleanly, restores the handler found here and re-raises the signal; a second
+    # Ctrl-C (`uv run` forwards the terminal's) can land after that. Stopping was asked for: both end quietly, exit 0.
+    signal.signal(signal.SIGINT, lambda *_: None)
+    serve(config, log_level=args.log_level, sock=sock)
     return 0

@@ -235,7 +235,7 @@ def create_app(config: ServerConfig | None = None, manager: SessionManager | Non
             complexity_field(data),
             opt_str(data, "idempotency_key"),
         )
-        doc = next((d for d in mgr.describe_envs() if d["id"] == session.env_id), {"id": session.env_id})
+        doc = mgr.describe(session.env_id)
         return ok({"session_id": session.id, "env_id": session.env_id, "created": new, "env": doc}, 201 if new else 200)
 
     @app.get("/v1/sessions/{session_id}")

@@ -75,7 +75,7 @@ def add_index_routes(app: Any, mgr: SessionManager) -> None:
     async def env_page(env_id: str, request: Request) -> Response:
         if env_id not in mgr.served_envs():
             raise ApiError(404, "not_found", f"no route or served env {env_id!r}; GET / lists both")
-        doc = next(d for d in mgr.describe_envs() if d["id"] == env_id)
+        doc = mgr.describe(env_id)
         use = {
             "python": f"gymverse.make('remote+{_base(request)}/{env_id}')",
             "http": 'POST /v1/sessions {"env_id": "' + env_id + '"}, then .../reset and .../step',

@@ -107,6 +107,7 @@ class SessionManager:
         self._opening = 0
         self._signatures: dict[str, inspect.Signature | None] = {}
         self._env_docs: list[dict[str, Any]] | None = None
+        self._one_docs: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ envs
     def served_envs(self) -> list[str]:
@@ -118,6 +119,16 @@ class SessionManager:
         if self._env_docs is None:
             self._env_docs = [describe_env(e) for e in self.served_envs()]
         return self._env_docs
+
+    def describe(self, env_id: str) -> dict[str, Any]:
+        """Metadata of one env (computed once; not every served env's, which would import every installed suite)."""
+        if self._env_docs is not None:
+            found = next((d for d in self._env_docs if d["id"] == env_id), None)
+            if found is not None:
+                return found
+        if env_id not in self._one_docs:
+            self._one_docs[env_id] = describe_env(env_id) if not registry.is_proxy_id(env_id) else {"id": env_id}
+        return self._one_docs[env_id]
 
     def _check_env(self, env_id: str, kwargs: Mapping[str, Any]) -> None:
         if not self.config.serves(env_id):
