@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gymverse.curriculum.options import CurriculumOptions
@@ -160,9 +161,11 @@ def test_make_dataset_takes_an_evaluation_manifest_and_its_envs_run_in_the_pool(
     from gymverse.rollout import open_session
 
     corpus = Path(__file__).parents[2] / "gymverse-synth" / "tests" / "gem_corpus"
-    rows_in = [{"name": "gem:number_hunt", "ref": f"gem:{corpus / 'number_hunt.py'}", "verdict": "unverified"},
-               {"name": "gem:host_report", "ref": f"gem:{corpus / 'host_report.py'}", "verdict": "incorrect",
-                "flags": ["unsafe"]}]  # fmt: skip
+    rows_in: list[dict[str, Any]] = [
+        {"name": "gem:number_hunt", "ref": f"gem:{corpus / 'number_hunt.py'}", "verdict": "unverified"},
+        {"name": "gem:host_report", "ref": f"gem:{corpus / 'host_report.py'}", "verdict": "incorrect",
+         "flags": ["unsafe"]},
+    ]  # fmt: skip
     manifest = write_manifest(tmp_path / "eval" / "manifest.json", "gem_corpus", rows_in)
     out = tmp_path / "d.jsonl"
     assert cli(["make-dataset", "--envs", str(manifest), "--n", "2", "--out", str(out)]) == 0
