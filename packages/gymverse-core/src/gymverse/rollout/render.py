@@ -110,7 +110,6 @@ class ChatRenderer:
         per_tokenizer = _DERIVED.setdefault(tokenizer, {}) if _cacheable(tokenizer) else {}
         derived = per_tokenizer.get(key)
         if derived is None:
-            self._backend = None
             self._backend = self._fast_backend()
             self.stop_ids = self._stop_ids()
             stop_text = {i: str(tokenizer.decode([i], skip_special_tokens=False)) for i in self.stop_ids}
