@@ -140,6 +140,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     # uvicorn catches Ctrl-C, shuts down cleanly, restores the handler found here and re-raises the signal; a second
     # Ctrl-C (`uv run` forwards the terminal's) can land after that. Stopping was asked for: both end quietly, exit 0.
+    # Python's own finalization resets a Python-level handler to the default, which a forwarded Ctrl-C landing
+    # then turns into death by SIGINT (exit 130 from `uv run`); SIG_IGN it keeps.
     signal.signal(signal.SIGINT, lambda *_: None)
-    serve(config, log_level=args.log_level, sock=sock)
+    try:
+        serve(config, log_level=args.log_level, sock=sock)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return 0
