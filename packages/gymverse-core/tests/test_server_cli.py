@@ -117,3 +117,22 @@ def test_default_serve_has_an_index_no_test_fixtures_and_a_taken_port_fails_firs
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_ctrl_c_repeated_through_shutdown_and_exit_still_exits_0() -> None:
+    """`uv run` forwards the terminal's Ctrl-C 200 ms after the child got it: a late one must not kill the exit."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "gymverse.cli", "serve", "--port", str(port), "--envs", "game:Mastermind"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_until_up(proc, port)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            proc.send_signal(signal.SIGINT)  # every 2 ms until it is gone: one lands in interpreter finalization
+            time.sleep(0.002)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-600:]
+    assert "closed 0 open session(s)" in err
