@@ -68,3 +68,10 @@ def test_commands_clone_and_the_game_folder_removed_at_close() -> None:
 def test_checker_passes_levels_1_and_10() -> None:
     report = check_env(ENV, levels=(1, 10), seeds=(0,))
     assert report.passed, report.summary()
+
+
+def test_gymverse_list_shows_textworld_once_installed(capsys: pytest.CaptureFixture[str]) -> None:
+    from gymverse.cli import main
+
+    assert main(["list"]) == 0
+    assert "textworld:TextWorld" in capsys.readouterr().out
