@@ -13,7 +13,8 @@ this module picks the generator's options by complexity, keeps the game files in
 * **Actions** are TextWorld commands inside ``\boxed{...}`` (``\boxed{open wooden door}``).
 * **Reward and success.** TextWorld's score, as deltas divided by the game's ``max_score`` (a return is the final
   score / max score); success is TextWorld's ``won``; a lost game ends the episode unsuccessfully.
-* **Oracle.** TextWorld's ``policy_commands``: its own plan from the current state to the win.
+* **Oracle.** TextWorld's ``policy_commands``: its own plan from the current state to the win. Random play draws
+  from TextWorld's ``admissible_commands`` (sorted).
 * **State.** The interpreter is native (jericho): `get_state`/`clone` keep the commands and replay them into a
   fresh interpreter on a copy of the game files.
 """
@@ -40,7 +41,7 @@ FAMILY = "textworld"
 ROOMS = [1, 2, 2, 3, 4, 5, 6, 8, 10, 12]
 OBJECTS = [2, 4, 6, 8, 10, 14, 18, 22, 26, 30]
 QUEST_LENGTH = [1, 2, 2, 3, 4, 5, 6, 7, 8, 10]
-_INFOS = ("policy_commands", "score", "max_score", "won", "lost", "objective", "description")
+_INFOS = ("policy_commands", "admissible_commands", "score", "max_score", "won", "lost", "objective", "description")
 
 
 @functools.lru_cache(maxsize=16)
@@ -84,6 +85,7 @@ class TextWorld(Env):
         self.score = 0
         self.max_score = 1
         self.policy: list[str] = []
+        self.admissible: list[str] = []
         self._dir: str | None = None
         self._game: Any = None  # textworld's env (a native interpreter): never copied, rebuilt by replay
 
@@ -133,6 +135,7 @@ class TextWorld(Env):
         self.commands, self.score = [], 0
         self.max_score = max(int(state["max_score"]), 1)
         self.policy = list(state["policy_commands"] or [])
+        self.admissible = sorted(state["admissible_commands"] or [])
         obs = f"{state['objective']}\n\n{state['description']}".strip()
         return obs, {"game_seed": self.game_seed, "max_score": self.max_score, "params": dict(self.params)}
 
@@ -142,6 +145,7 @@ class TextWorld(Env):
         state, score, done = self._game.step(command)
         delta, self.score = int(score) - self.score, int(score)
         self.policy = list(state["policy_commands"] or [])
+        self.admissible = sorted(state["admissible_commands"] or [])
         won, lost = bool(state["won"]), bool(state["lost"])
         info = {"success": won, "score": self.score, "max_score": self.max_score, "lost": lost}
         return StepResult(str(state.feedback).strip(), delta / self.max_score, bool(done), False, info)
@@ -153,8 +157,8 @@ class TextWorld(Env):
         return "\\boxed{" + self.policy[0] + "}"
 
     def sample_random_action(self) -> str:
-        """A command from a fixed, state-free list (look, inventory, moves), boxed: replays exactly."""
-        commands = ("look", "inventory", "go north", "go south", "go east", "go west", "examine room")
+        """One of TextWorld's admissible commands in this state (sorted, so a seed draws the same one), boxed."""
+        commands = self.admissible or ["look"]
         return "\\boxed{" + commands[int(self.rng.integers(0, len(commands)))] + "}"
 
     def close(self) -> None:
