@@ -16,13 +16,13 @@ def test_gymverse_list_shows_the_installed_suites(capsys: pytest.CaptureFixture[
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     families = {s.family for s in installed_suites()}
-    assert {"rg", "babyai", "sciworld"} <= families  # the dev environment installs these extras
+    assert {"rg", "babyai", "textcraft", "sciworld"} <= families  # the dev environment installs these extras
     for family in families:
         assert f"{family}:" in out
     assert "textworld:" not in out  # not installed here: not listed
 
 
-@pytest.mark.parametrize("env_id", ["rg:chain_sum", "gem-game:Mastermind", "babyai:BabyAI"])
+@pytest.mark.parametrize("env_id", ["rg:chain_sum", "gem-game:Mastermind", "babyai:BabyAI", "textcraft:TextCraft"])
 def test_checker_passes_levels_1_and_10(env_id: str) -> None:
     if env_id.startswith("gem-game:"):
         pytest.importorskip("gem")  # not in the dev environment (see the root pyproject's dev group)
@@ -52,6 +52,12 @@ def test_gymverse_train_on_a_reasoning_gym_task(tmp_path: Path) -> None:
 def test_suite_ids_in_the_shared_dataset_rows() -> None:
     from gymverse.rollout.dataset import episode_specs
 
-    ids = ["rg:chain_sum", "sciworld:1-1", "babyai:BabyAI", "agentgym+http://127.0.0.1:9/agentgym/x:Y"]
+    ids = [
+        "rg:chain_sum",
+        "sciworld:1-1",
+        "babyai:BabyAI",
+        "textcraft:TextCraft",
+        "agentgym+http://127.0.0.1:9/agentgym/x:Y",
+    ]
     rows = episode_specs(ids, 2, seed=10)  # the rows every adapter's make-dataset writes
-    assert [(r.env_id, r.seed) for r in rows[:4]] == [(i, 10) for i in ids] and rows[-1].seed == 11
+    assert [(r.env_id, r.seed) for r in rows[:5]] == [(i, 10) for i in ids] and rows[-1].seed == 11

@@ -1,5 +1,5 @@
 """Established text-agent suites as GymVerse envs: reasoning-gym (``rg:``), GEM games (``gem-game:``), BabyAI
-(``babyai:``), ScienceWorld (``sciworld:``), and any
+(``babyai:``), TextCraft (``textcraft:``), TextWorld (``textworld:``), ScienceWorld (``sciworld:``), and any
 AgentGym env server (``agentgym+http://host:port/<env>``).
 
 Each suite is an optional extra (``pip install 'gymverse-suites[rg]'``); its envs are registered through the

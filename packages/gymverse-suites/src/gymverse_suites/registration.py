@@ -24,6 +24,8 @@ class Suite(NamedTuple):
 SUITES: tuple[Suite, ...] = (
     Suite("gem-game", "gem", "gem", "gymverse_suites.gem_games"),
     Suite("babyai", "minigrid", "babyai", "gymverse_suites.babyai"),
+    Suite("textcraft", "textcraft", "textcraft", "gymverse_suites.textcraft"),
+    Suite("textworld", "textworld", "textworld", "gymverse_suites.textworld"),
     Suite("sciworld", "scienceworld", "sciworld", "gymverse_suites.sciworld"),
     Suite("rg", "reasoning_gym", "rg", "gymverse_suites.rg"),
 )
