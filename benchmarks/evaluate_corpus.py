@@ -74,6 +74,20 @@ def timed(fn: Any, *args: Any) -> tuple[Any, float]:
     return fn(*args), time.perf_counter() - t
 
 
+def job_profile(results: dict[Any, Any]) -> dict[str, float]:
+    """Seconds the jobs spent per stage, summed over envs (job time, not wall: jobs run side by side): the
+    correctness job's own stages (host start + build, reset/complexity probes, constant answers, checker, oracle,
+    degeneracy policies) and the difficulty episodes per policy."""
+    out: dict[str, float] = {}
+    for key, res in results.items():
+        if key[0] == "check":
+            for stage, sec in (res.get("seconds") or {}).items():
+                out[f"correctness: {stage}"] = out.get(f"correctness: {stage}", 0.0) + float(sec)
+        elif isinstance(res.get("seconds"), int | float):
+            out[f"difficulty: {key[2]}"] = out.get(f"difficulty: {key[2]}", 0.0) + float(res["seconds"])
+    return dict(sorted(out.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Generate, evaluate stage by stage, print and save the timings."""
     from gymverse_synth.evaluate import EvaluationConfig, evaluate_diversity, load_suite
@@ -116,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         diversity, stages["diversity (overlapped)"] = div_future.result()
         side.shutdown()
         stages["waiting for diversity"] = time.perf_counter() - t - stages["jobs"]
+        job_stages = job_profile(results)
         t = time.perf_counter()
         envs = [_env_eval(e, cfg, results) for e in suite.entries]
         stages["verdicts"] = time.perf_counter() - t
@@ -139,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, sec in stages.items():
         table.add_row(name, f"{sec:.1f}", style="dim" if "overlapped" in name else None)
     table.add_row("total", f"{total:.1f}", style="bold")
+    for name, sec in job_stages.items():
+        table.add_row(f"  job-seconds, {name}", f"{sec:.1f}", style="dim")
     table.add_row("CPU seconds (this process + sandbox jobs)", f"{cpu:.1f}")
     table.add_row("machine load average (1 min, start -> end)", f"{load0:.1f} -> {load1:.1f}")
     table.add_row("target (issue 18)", "180.0")
@@ -152,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "n_envs": len(suite.entries),
         "stages_s": stages,
+        "job_stages_s": job_stages,
         "total_s": total,
         "cpu_s": cpu,
         "load_average": [load0, load1],

@@ -303,8 +303,12 @@ class Probe:
 
     def _seeds(self, level: int, first: int, last: int, prints: dict[int, dict[int, str]]) -> list[int]:
         """Seeds first..last-1 whose reset worked when probed (unprobed seeds are tried)."""
+        return self.usable(level, range(first, last), prints)
+
+    def usable(self, level: int, seeds: Iterable[int], prints: dict[int, dict[int, str]]) -> list[int]:
+        """The `seeds` whose reset worked when `resets` probed them (unprobed seeds and levels are kept)."""
         probed = self.probed.get(level, 0)
-        return [s for s in range(first, last) if level not in prints or s in prints[level] or s >= probed]
+        return [s for s in seeds if level not in prints or s in prints[level] or s >= probed]
 
     def _level(
         self,
