@@ -286,11 +286,14 @@ def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) 
 def _hosted_episodes(
     env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float | None
 ) -> list[Episode]:
-    """`run_episodes` of a scripted policy, one request per episode, judged here like `_play` judges.
-
-    Each episode's deadline is kept here, on the trusted side: an env that handles or ignores the alarms of its own
-    process still has its host killed when the episode's time is up (one request per episode, so a hang is found
-    after one `timeout`, not after the whole batch's)."""
+    """`run_episodes` of a scripted policy, judged here like `_play` judges: all seeds in one request
+    (`HostedEnv.plays`: the host ends an episode at `timeout` and plays no more), bounded here by the sum of the
+    episodes' deadlines, so an env that ignores the alarms of its own process still has its host killed. Without
+    a `timeout`, or when the batch fails, one request per episode, each under its own deadline here."""
+    if timeout is not None and seeds:
+        batched = _batched_episodes(env, policy, seeds, max_steps, timeout)
+        if batched is not None:
+            return batched
     out: list[Episode] = []
     for i, seed in enumerate(seeds):
         try:
@@ -306,6 +309,32 @@ def _hosted_episodes(
             out.append(Episode(seed, False, 0, 0.0, error=describe_error(err)))
             continue
         out.append(_judged(env, played, seed, max_steps))
+    return out
+
+
+def _batched_episodes(
+    env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float
+) -> list[Episode] | None:
+    """`_hosted_episodes` in one request; None when the request failed (the caller replays episode by episode)."""
+    try:
+        with deadline(timeout * len(seeds), f"{len(seeds)} {policy} episodes (seeds {seeds[0]}..{seeds[-1]})"):
+            played = env.plays([(int(s), policy, None) for s in seeds], timeout, limit=max_steps)
+    except CallTimeout as err:  # the host ignored its alarms and was stopped: which seed hung is unknown
+        return [Episode(s, False, 0, 0.0, error=f"timeout: {err}", timed_out=True) for s in seeds[:1]] + [
+            Episode(s, False, 0, 0.0, error=f"not run: the episodes from seed {seeds[0]} timed out") for s in seeds[1:]
+        ]
+    except Exception:
+        return None
+    out: list[Episode] = []
+    hung: int | None = None  # the host plays no episode after one that timed out
+    for seed, item in zip(seeds, played, strict=True):
+        if hung is not None or item is None:
+            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
+        elif item.timed_out:
+            hung = seed
+            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: {item.error}", timed_out=True))
+        else:
+            out.append(_judged(env, item, seed, max_steps))
     return out
 
 
