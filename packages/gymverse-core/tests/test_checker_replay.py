@@ -7,6 +7,7 @@ check asks for is never judged: the live envs are checked instead.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,41 @@ def test_a_recorded_env_error_is_raised_where_the_live_call_would_raise() -> Non
         assert isinstance(err.value, KeyError)
         with pytest.raises(OffScript):
             ra.step(action)
+
+
+BROKEN = {
+    "set_state ignores the snapshot": "    def set_state(self, state):\n        pass\n",
+    "clone returns itself": "    def clone(self):\n        return self\n",
+    "clone shares its state": "    def clone(self):\n        twin = copy.copy(self)\n        return twin\n",
+    "a malformed action raises": "    def step(self, action):\n        if 'garbage' in action:\n"
+    "            raise ValueError('cannot parse')\n        return super().step(action)\n",
+    "format_error never set": "    def step(self, action):\n        if 'boxed{go}' not in action:\n"
+    "            return StepResult('huh', -0.1, False, False, {})\n        return super().step(action)\n",
+}
+
+
+def checked(case: str, monkeypatch: pytest.MonkeyPatch, live: bool) -> list[tuple[str, bool, str]]:
+    if live:  # every check call by call, as before the recorded requests
+        import gymverse.checker._replay as R
+
+        def off(*_: object) -> Any:
+            raise R.OffScript("live")
+
+        monkeypatch.setattr(R, "replayed", off)
+        monkeypatch.setattr(R, "replayed_pair", off)
+    src = "import copy\n" + source("deterministic").replace("\n    def solve", BROKEN[case] + "\n    def solve")
+    with EnvHost(FACTORY, ["file:walk.py"], files={"walk.py": src}, limits=LIMITS) as host:
+        report = check_env(host.make, levels=(2, 4), seeds=(0, 1))
+        sent = host._session.seq if host._session is not None else 0
+    monkeypatch.undo()
+    # a proxy's repr numbers the envs of its host: a fallback after a record built one more
+    rows = [(r.name, r.passed, re.sub(r"hosted #\d+", "hosted #N", r.reason)) for r in report.results]
+    return [*rows, ("requests", sent > 0, str(sent))]
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_recorded_state_and_malformed_checks_judge_as_the_live_ones(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded, live = checked(case, monkeypatch, False), checked(case, monkeypatch, True)
+    assert recorded[:-1] == live[:-1]  # every check: same verdict, same words
+    assert any(not passed for name, passed, _ in recorded[:-1] if name != "oracle")  # the planted defect is found
+    assert int(recorded[-1][2]) < int(live[-1][2])  # in fewer requests

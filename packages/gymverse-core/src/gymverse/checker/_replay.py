@@ -17,8 +17,9 @@ from gymverse.core import StepResult
 from gymverse.sandbox.hosted import HostedEnv
 
 
-class OffScript(Exception):
-    """The record does not hold the call the check makes next: check the live envs instead."""
+class OffScript(BaseException):
+    """The record does not hold the call the check makes next: check the live envs instead (a BaseException, so
+    a check's own ``except Exception`` cannot turn it into a verdict)."""
 
 
 class _Record:
@@ -59,6 +60,33 @@ class ReplayedEnv:
         value = self._record.next(self._who, "step")
         return StepResult(*value) if isinstance(value, tuple) and len(value) == 5 else value
 
+    def get_state(self) -> Any:
+        """A token for the snapshot the host took (it stays there)."""
+        self._record.next(self._who, "get_state")
+        return {"replayed_state": self._who}
+
+    def set_state(self, state: Any) -> None:
+        """The recorded restore (of the snapshot the check took: the host restored the one it took)."""
+        if state != {"replayed_state": self._who}:
+            raise OffScript("set_state of a snapshot the record does not hold")
+        self._record.next(self._who, "set_state")
+
+    def clone(self) -> ReplayedEnv:
+        """The recorded clone: an independent env of the same class (any other clone is checked live)."""
+        if self._record.next(self._who, "clone") != "same":
+            raise OffScript("the clone is not an independent env of the same class")
+        return ReplayedEnv(self._live, self._record, "t")
+
+    @property
+    def done(self) -> Any:
+        """The recorded read of ``done``."""
+        return self._record.next(self._who, "done")
+
+    @property
+    def format_penalty(self) -> Any:
+        """The recorded read of ``format_penalty``."""
+        return self._record.next(self._who, "format_penalty")
+
     @property
     def max_turns(self) -> int:
         """The live env's turn budget as of its last answer (the lockstep's answer: after its resets)."""
@@ -77,4 +105,10 @@ def replayed_pair(a: HostedEnv, b: HostedEnv, seed: int, max_steps: int | None) 
     return ReplayedEnv(a, record, "a"), ReplayedEnv(b, record, "b")
 
 
-__all__ = ["OffScript", "ReplayedEnv", "replayed_pair"]
+def replayed(env: HostedEnv, check: str, seed: int, calls: int) -> ReplayedEnv:
+    """A stand-in for `env` answering the checker function `check` from one `HostedEnv.recorded` request."""
+    got = env.recorded(check, seed, calls)
+    return ReplayedEnv(env, _Record(got["calls"], got["error"]), "a")
+
+
+__all__ = ["OffScript", "ReplayedEnv", "replayed", "replayed_pair"]

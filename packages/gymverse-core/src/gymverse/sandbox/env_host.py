@@ -158,6 +158,12 @@ class Host:
             return self._plays(env, *args)
         if op == "play":
             return self._play(env, *args)
+        if op == "record":
+            from gymverse.sandbox._recording import RECORDABLE, record
+
+            if args[0] not in RECORDABLE:
+                raise ValueError(f"not a recordable check: {args[0]!r}")
+            return {"value": record(env, args[0], args[1]), **self._sync(env, params=True)}
         if op == "lockstep":
             return {"value": _lockstep(env, self.envs[int(args[0])], args[1], args[2]), **self._sync(env, params=True)}
         if op == "instance_state":

@@ -558,6 +558,17 @@ class HostedEnv(Env):
         what = f"the determinism episode (seed {seed})"
         budget = 2 * (max_steps or int(self.max_turns) + 1) + 4
         value = self._value(self._call("lockstep", [other._eid, int(seed), max_steps], what, calls=budget), what)
+        return self._record(value, what)
+
+    def recorded(self, check: str, seed: int, calls: int) -> dict[str, Any]:
+        """The env calls of the checker function `check` (``state_checks``, ``malformed``) from `seed`, made in
+        the host in one request (about `calls` calls' time): ``{"calls": [[env, op, value], ...], "error":
+        exception or None}``, judged by `gymverse.checker._replay`."""
+        what = f"the {check} calls (seed {seed})"
+        return self._record(self._value(self._call("record", [check, int(seed)], what, calls=calls), what), what)
+
+    def _record(self, value: Any, what: str) -> dict[str, Any]:
+        """A recorded-calls answer checked for form, its exception rebuilt."""
         calls = value.get("calls") if isinstance(value, dict) else None
         error = value.get("error") if isinstance(value, dict) else None
         if not isinstance(calls, list) or not all(isinstance(c, list) and len(c) == 3 for c in calls):
