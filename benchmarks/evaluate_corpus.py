@@ -17,7 +17,8 @@ checker, oracle, degeneracy policies, difficulty episodes per policy). ``--execu
 same suite with the hosted checker and with the checker in the env's own (sandboxed) process, and prints their
 ratio (issue 34: <= 1.1x); ``--suite builtin`` evaluates the built-in envs instead of a generated corpus. Prints a
 table per run (seconds per stage, the 180 s target, CPU seconds and the machine's load average, since a shared
-machine stretches wall time) and the report size; writes ``benchmarks/results/evaluate_corpus.json`` (``--json``). ``--n 200`` by default.
+machine stretches wall time) and the report size; writes ``benchmarks/results/evaluate_corpus.json``
+(``--json``). ``--n 200`` by default; ``--warm-embedder`` loads the embedding model first (fair ratios).
 """
 
 from __future__ import annotations
@@ -221,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="env files to generate (default 200)")
     parser.add_argument("--suite", help="evaluate this suite (e.g. builtin) instead of a generated corpus")
-    parser.add_argument("--executors", default="sandbox", help="comma-separated, run in turn: sandbox (hosted "
-                        "checker), inprocess (the checker next to the env in a sandboxed process), process, inline")  # fmt: skip
+    how = "sandbox (hosted checker), inprocess (the checker next to the env, sandboxed), process, inline"
+    parser.add_argument("--executors", default="sandbox", help=f"comma-separated, run in turn: {how}")
+    parser.add_argument("--warm-embedder", action="store_true", help="load the embedding model before the runs "
+                        "(for ratios between runs; the CLI pays it once)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/evaluate_corpus"), help="report directory")
     parser.add_argument("--json", default=str(ROOT / "benchmarks/results/evaluate_corpus.json"), help="result file")
     parser.add_argument("--write-only", metavar="DIR", help="only generate the corpus into DIR (to time the CLI on it)")
@@ -233,6 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     console = Console(width=120)
     runs: dict[str, dict[str, Any]] = {}
+    warm = None
+    if args.warm_embedder:  # the first run would pay the model's import and load alone, the others not
+        from gymverse_synth.evaluate.diversity import default_embedder
+
+        t = time.perf_counter()
+        default_embedder().embed(["warm up"])
+        warm = time.perf_counter() - t
+        console.print(f"embedder warm-up (paid once per CLI run, left out of each run below): {warm:.1f}s")
     with tempfile.TemporaryDirectory(prefix="gymverse-corpus-") as tmp:
         planted = {} if args.suite else generate(Path(tmp), args.n)
         spec = args.suite or tmp
@@ -242,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "suite": args.suite or f"generated corpus ({args.n} files)",
         "runs": runs,
+        "embedder_warm_up_s": warm,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
     }
     if "sandbox" in runs and "inprocess" in runs:
