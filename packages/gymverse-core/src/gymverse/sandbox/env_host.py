@@ -254,9 +254,10 @@ class Host:
         """A whole episode in one request: (reset,) then act with `policy` until it ends, an error, or `limit`.
 
         Policies: ``random`` (its sample_random_action), ``oracle`` (its solve), ``constant`` (`action`, or its
-        first random action). Returns the transcript and the exception that stopped it; the trusted side judges
-        it (the env chose or received every action, so this reveals nothing it could not have answered call by
-        call)."""
+        first random action), ``mixed`` (`action` spells each turn's choice, ``r`` random or ``o`` oracle: a noisy
+        oracle's coin flips, drawn on the trusted side; the episode stops where they end). Returns the transcript
+        and the exception that stopped it; the trusted side judges it (the env chose or received every action, so
+        this reveals nothing it could not have answered call by call)."""
         from gymverse.checker._support import step_type_problem
 
         out: dict[str, Any] = {"reset": None, "steps": [], "error": None}
@@ -266,8 +267,13 @@ class Host:
                 out["reset"] = encode(env.reset(seed=seed))
             if policy == "constant" and action is None:
                 action = env.sample_random_action()
-            for _ in range(int(limit) if limit is not None else int(env.max_turns) + 1):
-                if policy != "constant":
+            script = str(action) if policy == "mixed" else ""
+            for turn in range(int(limit) if limit is not None else int(env.max_turns) + 1):
+                if policy == "mixed":
+                    if turn >= len(script):
+                        break
+                    action = env.sample_random_action() if script[turn] == "r" else env.solve()
+                elif policy != "constant":
                     action = env.sample_random_action() if policy == "random" else env.solve()
                 act = action
                 if not isinstance(act, str):
