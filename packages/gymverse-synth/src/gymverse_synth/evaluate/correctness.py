@@ -219,12 +219,14 @@ def collect_evidence(
     for policy in DEGENERATE_POLICIES:
         rates = {}
         for level in degeneracy_levels:
-            # seeds whose reset the probes saw fail are reported already: replaying them costs a timeout each
+            # a seed whose reset the probes saw fail (and, after a hang, the seeds after it) is not replayed: it
+            # would cost a timeout and count as the loss it is counted as here
             good = probes.usable(level, degeneracy_seeds, prints)
             eps = _episodes(factory, policy, level, good, max_steps, pcfg["episode_timeout"])
             wins = sum(bool(e["success"]) for e in eps)
-            rates[str(level)] = wins / max(1, len(eps))
-            counts.setdefault(policy, {})[str(level)] = [wins, len(eps)]
+            n = len(eps) + len(degeneracy_seeds) - len(good)
+            rates[str(level)] = wins / max(1, n)
+            counts.setdefault(policy, {})[str(level)] = [wins, n]
         degeneracy[policy] = rates
     clock.start(None)
     return {"checker": report, "oracle": oracle, "degeneracy": degeneracy, "degeneracy_counts": counts,
