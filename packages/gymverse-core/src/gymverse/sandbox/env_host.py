@@ -301,44 +301,29 @@ class Host:
             del self.states[handle]
 
 
-class _Stop(Exception):
-    """An env call of `_lockstep` raised: the record ends there."""
-
-
 def _lockstep(a: Any, b: Any, seed: Any, max_steps: Any) -> dict[str, Any]:
     """The calls `gymverse.checker.checks.check_determinism` makes on two fresh envs, in its order, in one request:
     ``{"calls": [[env "a"/"b", op, value], ...], "error": [type, message, traceback] or None}``. The trusted side
     replays the check against this record (`gymverse.checker._replay`): it judges every value itself and asks for
     the live calls when the record ends short of what it needs. Only env calls end it with an ``error``."""
     from gymverse.checker._support import step_limit
+    from gymverse.sandbox._recording import Log
 
-    calls: list[Any] = []
-    out: dict[str, Any] = {"calls": calls, "error": None}
-
-    def call(who: str, op: str, fn: Callable[[], Any]) -> Any:
-        try:
-            value = fn()
-        except Exception as err:
-            tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))[-4000:]
-            out["error"] = [type(err).__name__, str(err)[:2000], tb]
-            raise _Stop from None
-        calls.append([who, op, encode(value)])
-        return value
-
-    with contextlib.suppress(Exception):  # _Stop, or our own bookkeeping on odd values: the record ends there
-        call("a", "reset", lambda: a.reset(seed=seed))
-        call("b", "reset", lambda: b.reset(seed=seed))
+    log = Log()
+    with contextlib.suppress(Exception):  # an env call raised, or our own bookkeeping on odd values: it ends there
+        log.call("a", "reset", lambda: a.reset(seed=seed))
+        log.call("b", "reset", lambda: b.reset(seed=seed))
         limit = max_steps if max_steps is not None else step_limit(a, None)
         for _ in range(int(limit)):
-            act = call("a", "sample", a.sample_random_action)
-            if call("b", "sample", b.sample_random_action) != act or not isinstance(act, str):
-                return out
-            ra = call("a", "step", functools.partial(a.step, act))
-            rb = call("b", "step", functools.partial(b.step, act))
+            act = log.call("a", "sample", a.sample_random_action)
+            if log.call("b", "sample", b.sample_random_action) != act or not isinstance(act, str):
+                return {"calls": log.calls, "error": log.error}
+            ra = log.call("a", "step", functools.partial(a.step, act))
+            rb = log.call("b", "step", functools.partial(b.step, act))
             if ra[2] or ra[3] or rb[2] or rb[3]:
                 break
-        call("a", "reset", lambda: a.reset(seed=seed))
-    return out
+        log.call("a", "reset", lambda: a.reset(seed=seed))
+    return {"calls": log.calls, "error": log.error}
 
 
 def _metadata(env: Any) -> Any:
