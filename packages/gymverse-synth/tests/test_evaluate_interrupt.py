@@ -21,7 +21,8 @@ def test_ctrl_c_keeps_a_partial_report_and_exits_130(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "gymverse_synth.evaluate.cli", str(suite), "--out", str(out), "--embedder",
            "hashing", "--workers", "1", "--no-diversity"]  # fmt: skip
-    env = {**os.environ, "COLUMNS": "200"}
+    # a progress line per finished env (the default every 10 s outlasts the whole run now)
+    env = {**os.environ, "COLUMNS": "200", "GYMVERSE_PROGRESS_INTERVAL": "0"}
     # a terminal's Ctrl-C reaches the whole foreground process group: the sandboxed hosts get it too
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip

@@ -158,6 +158,14 @@ class Host:
             return self._plays(env, *args)
         if op == "play":
             return self._play(env, *args)
+        if op == "record":
+            from gymverse.sandbox._recording import RECORDABLE, record
+
+            if args[0] not in RECORDABLE:
+                raise ValueError(f"not a recordable check: {args[0]!r}")
+            return {"value": record(env, args[0], args[1]), **self._sync(env, params=True)}
+        if op == "lockstep":
+            return {"value": _lockstep(env, self.envs[int(args[0])], args[1], args[2]), **self._sync(env, params=True)}
         if op == "instance_state":
             from gymverse.checker._support import BASE_ATTRS, canon
 
@@ -246,9 +254,10 @@ class Host:
         """A whole episode in one request: (reset,) then act with `policy` until it ends, an error, or `limit`.
 
         Policies: ``random`` (its sample_random_action), ``oracle`` (its solve), ``constant`` (`action`, or its
-        first random action). Returns the transcript and the exception that stopped it; the trusted side judges
-        it (the env chose or received every action, so this reveals nothing it could not have answered call by
-        call)."""
+        first random action), ``mixed`` (`action` spells each turn's choice, ``r`` random or ``o`` oracle: a noisy
+        oracle's coin flips, drawn on the trusted side; the episode stops where they end). Returns the transcript
+        and the exception that stopped it; the trusted side judges it (the env chose or received every action, so
+        this reveals nothing it could not have answered call by call)."""
         from gymverse.checker._support import step_type_problem
 
         out: dict[str, Any] = {"reset": None, "steps": [], "error": None}
@@ -258,8 +267,13 @@ class Host:
                 out["reset"] = encode(env.reset(seed=seed))
             if policy == "constant" and action is None:
                 action = env.sample_random_action()
-            for _ in range(int(limit) if limit is not None else int(env.max_turns) + 1):
-                if policy != "constant":
+            script = str(action) if policy == "mixed" else ""
+            for turn in range(int(limit) if limit is not None else int(env.max_turns) + 1):
+                if policy == "mixed":
+                    if turn >= len(script):
+                        break
+                    action = env.sample_random_action() if script[turn] == "r" else env.solve()
+                elif policy != "constant":
                     action = env.sample_random_action() if policy == "random" else env.solve()
                 act = action
                 if not isinstance(act, str):
@@ -285,6 +299,31 @@ class Host:
             self.sentinels.pop(eid, None)
         for handle in [h for h, (owner, _) in self.states.items() if owner in gone]:
             del self.states[handle]
+
+
+def _lockstep(a: Any, b: Any, seed: Any, max_steps: Any) -> dict[str, Any]:
+    """The calls `gymverse.checker.checks.check_determinism` makes on two fresh envs, in its order, in one request:
+    ``{"calls": [[env "a"/"b", op, value], ...], "error": [type, message, traceback] or None}``. The trusted side
+    replays the check against this record (`gymverse.checker._replay`): it judges every value itself and asks for
+    the live calls when the record ends short of what it needs. Only env calls end it with an ``error``."""
+    from gymverse.checker._support import step_limit
+    from gymverse.sandbox._recording import Log
+
+    log = Log()
+    with contextlib.suppress(Exception):  # an env call raised, or our own bookkeeping on odd values: it ends there
+        log.call("a", "reset", lambda: a.reset(seed=seed))
+        log.call("b", "reset", lambda: b.reset(seed=seed))
+        limit = max_steps if max_steps is not None else step_limit(a, None)
+        for _ in range(int(limit)):
+            act = log.call("a", "sample", a.sample_random_action)
+            if log.call("b", "sample", b.sample_random_action) != act or not isinstance(act, str):
+                return {"calls": log.calls, "error": log.error}
+            ra = log.call("a", "step", functools.partial(a.step, act))
+            rb = log.call("b", "step", functools.partial(b.step, act))
+            if ra[2] or ra[3] or rb[2] or rb[3]:
+                break
+        log.call("a", "reset", lambda: a.reset(seed=seed))
+    return {"calls": log.calls, "error": log.error}
 
 
 def _metadata(env: Any) -> Any:

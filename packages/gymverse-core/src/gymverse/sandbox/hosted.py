@@ -550,6 +550,34 @@ class HostedEnv(Env):
             raise EnvHostError(f"the env host answered {what} in the wrong form")
         return [None if v is None else _played(v, what, self._session) for v in value]
 
+    def lockstep(self, other: HostedEnv, seed: int, max_steps: int | None) -> dict[str, Any]:
+        """The determinism check's calls on this env and `other` (same host) in one request: ``{"calls": [[env,
+        op, value], ...], "error": exception or None}``, values decoded; judged by `gymverse.checker._replay`."""
+        if other._session is not self._session:
+            raise ValueError("lockstep needs two envs of the same env host")
+        what = f"the determinism episode (seed {seed})"
+        budget = 2 * (max_steps or int(self.max_turns) + 1) + 4
+        value = self._value(self._call("lockstep", [other._eid, int(seed), max_steps], what, calls=budget), what)
+        return self._record(value, what)
+
+    def recorded(self, check: str, seed: int, calls: int) -> dict[str, Any]:
+        """The env calls of the checker function `check` (``state_checks``, ``malformed``) from `seed`, made in
+        the host in one request (about `calls` calls' time): ``{"calls": [[env, op, value], ...], "error":
+        exception or None}``, judged by `gymverse.checker._replay`."""
+        what = f"the {check} calls (seed {seed})"
+        return self._record(self._value(self._call("record", [check, int(seed)], what, calls=calls), what), what)
+
+    def _record(self, value: Any, what: str) -> dict[str, Any]:
+        """A recorded-calls answer checked for form, its exception rebuilt."""
+        calls = value.get("calls") if isinstance(value, dict) else None
+        error = value.get("error") if isinstance(value, dict) else None
+        if not isinstance(calls, list) or not all(isinstance(c, list) and len(c) == 3 for c in calls):
+            raise EnvHostError(f"the env host answered {what} in the wrong form")
+        err = None
+        if isinstance(error, list) and len(error) == 3:
+            err = remote_error(error[0], error[1], error[2], self._session.errors)
+        return {"calls": calls, "error": err}
+
     def resets(self, seeds: Sequence[int], look: int = 0, timeout: float = 0.0) -> list[tuple[str, Any]]:
         """``reset(seed)`` for each seed in one request, each within `timeout` (0: no limit): per seed ``("ok",
         None)``, for the first `look` seeds ``("ok", (first observation as text, the GEM object's scalar

@@ -15,7 +15,8 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,15 +135,28 @@ def check_hosted(
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
     try:
-        with deadline(job_timeout, "the correctness job"):
-            out = collect_evidence(host.make, ref, **plan)
-    except CallTimeout as err:
-        out = {"error": str(err)}
+        out = evidence_on(host, ref, job_timeout, plan)
     finally:
         host.close()
-    out["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result is not None else []}
-    out["audit"] = [list(a) for a in host.audit]  # recorded by the host, kept here even when the job timed out
-    return out
+    return host_record(out, host)
+
+
+def evidence_on(host: EnvHost, ref: str, job_timeout: float | None, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """`collect_evidence` against envs of `host` within `job_timeout` (the host is left open: other stages may
+    use it; a timeout kills it)."""
+    try:
+        with deadline(job_timeout, "the correctness job"):
+            return collect_evidence(host.make, ref, **plan)
+    except CallTimeout as err:
+        return {"error": str(err)}
+
+
+def host_record(evidence: dict[str, Any], host: EnvHost) -> dict[str, Any]:
+    """`evidence` plus how the closed `host` ran and what its env code tried outside its box (kept even when the
+    job timed out)."""
+    evidence["host"] = {"starts": host.starts, "isolation": host.result.isolation if host.result else []}
+    evidence["audit"] = [list(a) for a in host.audit]
+    return evidence
 
 
 def collect_evidence(
@@ -160,26 +174,30 @@ def collect_evidence(
     from gymverse.checker import CheckTargetError, check_env
 
     pcfg = {**CorrectnessConfig().job_kwargs(ref)["probe"], **(probe or {})}
+    clock = _Stages()
     try:
-        with deadline(pcfg["reset_timeout"] * 5, "building the env at level 1"):
-            first = factory(1)
-        facts = env_facts(first, pcfg["reset_timeout"])
-        first.close()
+        with clock("build"):
+            with deadline(pcfg["reset_timeout"] * 5, "building the env at level 1"):
+                first = factory(1)
+            facts = env_facts(first, pcfg["reset_timeout"])
+            first.close()
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             raise
-        return {"build_error": describe_error(err, 900)}
+        return {"build_error": describe_error(err, 900), "seconds": clock.seconds}
 
     probes = Probe(factory, pcfg["reset_timeout"], pcfg["episode_timeout"])
-    prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
-    probes.complexity(prints, min(pcfg["probe_levels"]), max(pcfg["probe_levels"]))
-    probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints, pcfg["constant_more_seeds"])
-    probes.out["random_action"] = random_action_status(factory, pcfg["reset_timeout"])
+    with clock("resets"):
+        prints = probes.resets(pcfg["probe_levels"], pcfg["reset_seeds"])
+        probes.complexity(prints, min(pcfg["probe_levels"]), max(pcfg["probe_levels"]))
+    with clock("constants"):
+        probes.constants(pcfg["constant_levels"], pcfg["constant_seeds"], prints, pcfg["constant_more_seeds"])
+        probes.out["random_action"] = random_action_status(factory, pcfg["reset_timeout"])
     env_id = None if ref.startswith(("file:", "gem:")) else ref  # a registered id: its family must match
     hung = {f["level"] for f in probes.out["reset_failures"] if f["kind"] == "hang"}
     levels = [lv for lv in checker_levels if lv not in hung] or [1]  # a hanging level is reported already
     try:
-        with deadline(pcfg["checker_timeout"], "the env checker"):
+        with clock("checker"), deadline(pcfg["checker_timeout"], "the env checker"):
             report = check_env(factory, levels=levels, seeds=checker_seeds, max_steps=max_steps,
                                env_id=env_id).to_dict()  # fmt: skip
     except CheckTargetError as err:
@@ -187,6 +205,7 @@ def collect_evidence(
     except CallTimeout as err:
         report = {"target": ref, "passed": False, "meta": {}, "results": [], "error": f"stopped: {err}"}
     oracle: dict[str, dict[str, Any]] = {}
+    clock.start("oracle")
     for level in ALL_LEVELS if facts["has_oracle"] else ():
         eps = _episodes(factory, "oracle", level, oracle_seeds, max_steps, pcfg["episode_timeout"])
         oracle[str(level)] = {
@@ -196,16 +215,46 @@ def collect_evidence(
         }
     degeneracy: dict[str, dict[str, float]] = {}
     counts: dict[str, dict[str, list[int]]] = {}  # the sampler's play: {policy: {level: [wins, episodes]}}
+    clock.start("degeneracy")
     for policy in DEGENERATE_POLICIES:
         rates = {}
         for level in degeneracy_levels:
-            eps = _episodes(factory, policy, level, degeneracy_seeds, max_steps, pcfg["episode_timeout"])
+            # a seed whose reset the probes saw fail (and, after a hang, the seeds after it) is not replayed: it
+            # would cost a timeout and count as the loss it is counted as here
+            good = probes.usable(level, degeneracy_seeds, prints)
+            eps = _episodes(factory, policy, level, good, max_steps, pcfg["episode_timeout"])
             wins = sum(bool(e["success"]) for e in eps)
-            rates[str(level)] = wins / max(1, len(eps))
-            counts.setdefault(policy, {})[str(level)] = [wins, len(eps)]
+            n = len(eps) + len(degeneracy_seeds) - len(good)
+            rates[str(level)] = wins / max(1, n)
+            counts.setdefault(policy, {})[str(level)] = [wins, n]
         degeneracy[policy] = rates
+    clock.start(None)
     return {"checker": report, "oracle": oracle, "degeneracy": degeneracy, "degeneracy_counts": counts,
-            "probes": probes.out, "facts": facts}  # fmt: skip
+            "probes": probes.out, "facts": facts, "seconds": clock.seconds}  # fmt: skip
+
+
+class _Stages:
+    """Wall seconds per stage of one correctness job (``seconds`` in its evidence: the benchmark's profile)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._open: tuple[str, float] | None = None
+
+    def start(self, name: str | None) -> None:
+        """End the running stage (if any) and start `name` (None: none)."""
+        now = time.perf_counter()
+        if self._open is not None:
+            key, began = self._open
+            self.seconds[key] = round(self.seconds.get(key, 0.0) + now - began, 4)
+        self._open = None if name is None else (name, now)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.start(name)
+        try:
+            yield
+        finally:
+            self.start(None)
 
 
 def _episodes(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvHost
 
+from gymverse_synth.evaluate.correctness import evidence_on, host_record
 from gymverse_synth.evaluate.policies import LLMPolicy, Policy, make_policy, run_episodes
 from gymverse_synth.evaluate.suites import build_env
 
@@ -97,6 +99,27 @@ def hosted_levels_job(
     the next level (at most twice). ``policy="llm"`` uses `llm`."""
     host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
                    readable_paths=readable_paths, prestart=True)  # fmt: skip
+    try:
+        return _levels_on(host, policy, levels, seeds, timeout, max_steps, record_as, episode_timeout, llm,
+                          llm_options)  # fmt: skip
+    finally:
+        host.close()
+
+
+def _levels_on(
+    host: EnvHost,
+    policy: str,
+    levels: Sequence[int],
+    seeds: Sequence[int],
+    timeout: float | None,
+    max_steps: int | None,
+    record_as: str | None,
+    episode_timeout: float | None,
+    llm: Any = None,
+    llm_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The body of `hosted_levels_job` on an open `host`: ``{"levels": {L: result}, "seconds": wall}``."""
+    started = time.perf_counter()
     out: dict[str, Any] = {}
     try:
         with deadline(timeout, f"the {policy} episodes job"):
@@ -106,9 +129,46 @@ def hosted_levels_job(
     except CallTimeout as err:  # the whole job's time is up: the level it was in and the rest are not run
         for lv in levels:
             out.setdefault(str(lv), {"error": f"not run: {err}"[:500]})
+    return {"levels": out, "seconds": round(time.perf_counter() - started, 4)}
+
+
+def hosted_env_job(
+    ref: str,
+    *,
+    check: dict[str, Any],
+    job_timeout: float | None,
+    policies: Sequence[str],
+    levels: Sequence[int],
+    seeds: Sequence[int],
+    timeout: float | None,
+    files: dict[str, str] | None = None,
+    limits: SandboxLimits | None = None,
+    call_timeout: float = 10.0,
+    readable_paths: Sequence[str] = (),
+    max_steps: int | None = None,
+    record_as: str | None = None,
+    episode_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Correctness (`check`: `CorrectnessConfig.job_kwargs`) and then the scripted `policies`' episodes of one env,
+    all against one sandboxed host (one start, one import of the env file), every deadline kept here as in
+    `check_hosted` and `hosted_levels_job`. Returns ``{"check": evidence, "episodes": {policy: levels result}}``;
+    an env that cannot be built, or whose correctness job failed, gets no episodes; no oracle, no oracle policies.
+    """
+    # one host for every stage: its restart budget is what the separate jobs had together
+    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
+                   readable_paths=readable_paths, prestart=True, max_restarts=2 * (1 + len(policies)))  # fmt: skip
+    episodes: dict[str, Any] = {}
+    try:
+        evidence = evidence_on(host, ref, job_timeout, check)
+        runs = "error" not in evidence and "build_error" not in evidence
+        has_oracle = evidence.get("facts", {}).get("has_oracle", True)
+        for policy in policies if runs else ():
+            if has_oracle or not policy.startswith(("oracle", "noisy")):
+                episodes[policy] = _levels_on(host, policy, levels, seeds, timeout, max_steps, record_as,
+                                              episode_timeout)  # fmt: skip
     finally:
         host.close()
-    return {"levels": out}
+    return {"check": host_record(evidence, host), "episodes": episodes}
 
 
 def _policy(spec: str, llm: Any, options: dict[str, Any] | None) -> Policy:
@@ -136,4 +196,4 @@ def _hosted_level(
     return {"episodes": [e.to_dict() for e in episodes]}
 
 
-__all__ = ["episodes_job", "hosted_levels_job", "levels_job"]
+__all__ = ["episodes_job", "hosted_env_job", "hosted_levels_job", "levels_job"]

@@ -23,6 +23,8 @@ from gymverse.sandbox.hosted import HostedEnv
 from gymverse.trajectory import Trajectory, Turn
 
 DEFAULT_EPSILON = 0.3
+#: Coin flips sent with a hosted noisy-oracle episode when no step guard is set (a longer episode is played live).
+SCRIPTED_TURNS = 512
 
 
 class Policy(Protocol):
@@ -98,6 +100,12 @@ class NoisyOraclePolicy:
     def begin(self, env: Env, seed: int, observation: str) -> None:
         """Reseed the coin flips from the episode seed so runs are reproducible."""
         self._rng = np.random.default_rng([int(seed), 0x6E6F697379])
+
+    def script(self, seed: int, turns: int) -> str:
+        """The episode's coin flips up front, one letter a turn (``r`` random, ``o`` oracle): what `act` draws
+        after `begin` with this seed, for a hosted env's host to follow (`HostedEnv.plays`, policy ``mixed``)."""
+        rng = np.random.default_rng([int(seed), 0x6E6F697379])
+        return "".join("r" if rng.random() < self.epsilon else "o" for _ in range(turns))
 
     def act(self, env: Env, observation: str) -> str:
         """Oracle action, or a random one with probability ε."""
@@ -286,11 +294,14 @@ def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) 
 def _hosted_episodes(
     env: HostedEnv, policy: str, seeds: Sequence[int], max_steps: int | None, timeout: float | None
 ) -> list[Episode]:
-    """`run_episodes` of a scripted policy, one request per episode, judged here like `_play` judges.
-
-    Each episode's deadline is kept here, on the trusted side: an env that handles or ignores the alarms of its own
-    process still has its host killed when the episode's time is up (one request per episode, so a hang is found
-    after one `timeout`, not after the whole batch's)."""
+    """`run_episodes` of a scripted policy, judged here like `_play` judges: all seeds in one request
+    (`HostedEnv.plays`: the host ends an episode at `timeout` and plays no more), bounded here by the sum of the
+    episodes' deadlines, so an env that ignores the alarms of its own process still has its host killed. Without
+    a `timeout`, or when the batch fails, one request per episode, each under its own deadline here."""
+    if timeout is not None and seeds:
+        batched = _batched_episodes(env, policy, seeds, max_steps, timeout)
+        if batched is not None:
+            return batched
     out: list[Episode] = []
     for i, seed in enumerate(seeds):
         try:
@@ -306,6 +317,40 @@ def _hosted_episodes(
             out.append(Episode(seed, False, 0, 0.0, error=describe_error(err)))
             continue
         out.append(_judged(env, played, seed, max_steps))
+    return out
+
+
+def _batched_episodes(
+    env: HostedEnv,
+    policy: str,
+    seeds: Sequence[int],
+    max_steps: int | None,
+    timeout: float,
+    actions: Sequence[str | None] | None = None,
+) -> list[Episode] | None:
+    """`_hosted_episodes` in one request (`actions`: each seed's, for ``constant`` or ``mixed``); None when the
+    request failed (the caller replays episode by episode)."""
+    acts = list(actions) if actions is not None else [None] * len(seeds)
+    try:
+        with deadline(timeout * len(seeds), f"{len(seeds)} {policy} episodes (seeds {seeds[0]}..{seeds[-1]})"):
+            played = env.plays([(int(s), policy, a) for s, a in zip(seeds, acts, strict=True)], timeout,
+                               limit=max_steps)  # fmt: skip
+    except CallTimeout as err:  # the host ignored its alarms and was stopped: which seed hung is unknown
+        return [Episode(s, False, 0, 0.0, error=f"timeout: {err}", timed_out=True) for s in seeds[:1]] + [
+            Episode(s, False, 0, 0.0, error=f"not run: the episodes from seed {seeds[0]} timed out") for s in seeds[1:]
+        ]
+    except Exception:
+        return None
+    out: list[Episode] = []
+    hung: int | None = None  # the host plays no episode after one that timed out
+    for seed, item in zip(seeds, played, strict=True):
+        if hung is not None or item is None:
+            out.append(Episode(seed, False, 0, 0.0, error=f"not run: seed {hung} of this level timed out"))
+        elif item.timed_out:
+            hung = seed
+            out.append(Episode(seed, False, 0, 0.0, error=f"timeout: {item.error}", timed_out=True))
+        else:
+            out.append(_judged(env, item, seed, max_steps))
     return out
 
 
@@ -348,6 +393,13 @@ def run_episodes(
     the remaining seeds of this call are not played (one hang costs one `timeout`)."""
     if isinstance(env, HostedEnv) and record_as is None and policy.name in ("random", "oracle", "constant"):
         return _hosted_episodes(env, policy.name, seeds, max_steps, timeout)
+    if isinstance(env, HostedEnv) and record_as is None and isinstance(policy, NoisyOraclePolicy) and seeds:
+        turns = max_steps if max_steps is not None else SCRIPTED_TURNS
+        scripts = [policy.script(s, turns) for s in seeds]
+        batched = None if timeout is None else _batched_episodes(env, "mixed", seeds, max_steps, timeout, scripts)
+        # an episode that used up its script without ending (longer than SCRIPTED_TURNS) is played live below
+        if batched is not None and (max_steps is not None or all(e.turns < turns for e in batched)):
+            return batched
     out: list[Episode] = []
     for i, s in enumerate(seeds):
         record = None if record_as is None else Trajectory(record_as, s, 0, metrics=dict(metrics or {}))

@@ -225,29 +225,21 @@ class Probe:
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, self._note(action))
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-        """Every (action, seed) episode of a level, one request per action to a hosted env's host ({} otherwise; a
-        pair whose request failed is left out and played step by step). The host ends an episode past its time
-        itself; the request's deadline, kept here, stops a host that ignores its alarms, and blames that action."""
-        if not isinstance(env, HostedEnv):
+        """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when the
+        request failed: then they are played step by step). The host ends an episode past its time itself and
+        plays no more; the request's deadline, kept here, stops a host that ignores its alarms, and blames the
+        first pair (which one hung is unknown then)."""
+        if not isinstance(env, HostedEnv) or not pairs:
             return {}
-        by_action: dict[str, list[int]] = {}
-        for action, seed in pairs:
-            by_action.setdefault(action, []).append(seed)
-        out: dict[tuple[str, int], Any] = {}
-        for action, seeds in by_action.items():
-            what = f"constant episodes (action {action!r}, level {level}, seeds {seeds[0]}..{seeds[-1]})"
-            try:
-                with deadline(self.episode_timeout * len(seeds), what):
-                    played = env.plays([(s, "constant", action) for s in seeds], self.episode_timeout)
-            except CallTimeout as err:
-                out[(action, seeds[0])] = err
-                break
-            except Exception:
-                continue
-            out.update({(action, s): item for s, item in zip(seeds, played, strict=True)})
-            if any(item is None or item.timed_out for item in played):
-                break  # one hang per level is enough evidence
-        return out
+        what = f"{len(pairs)} constant-answer episodes at level {level}"
+        try:
+            with deadline(self.episode_timeout * len(pairs), what):
+                played = env.plays([(s, "constant", a) for a, s in pairs], self.episode_timeout)
+        except CallTimeout as err:
+            return {pairs[0]: err}
+        except Exception:
+            return {}
+        return dict(zip(pairs, played, strict=True))
 
     @staticmethod
     def _batched(
@@ -303,8 +295,12 @@ class Probe:
 
     def _seeds(self, level: int, first: int, last: int, prints: dict[int, dict[int, str]]) -> list[int]:
         """Seeds first..last-1 whose reset worked when probed (unprobed seeds are tried)."""
+        return self.usable(level, range(first, last), prints)
+
+    def usable(self, level: int, seeds: Iterable[int], prints: dict[int, dict[int, str]]) -> list[int]:
+        """The `seeds` whose reset worked when `resets` probed them (unprobed seeds and levels are kept)."""
         probed = self.probed.get(level, 0)
-        return [s for s in range(first, last) if level not in prints or s in prints[level] or s >= probed]
+        return [s for s in seeds if level not in prints or s in prints[level] or s >= probed]
 
     def _level(
         self,

@@ -17,10 +17,10 @@ from typing import Any
 from gymverse.trajectory import Trajectory, write_jsonl
 
 from gymverse_synth.evaluate import difficulty as D
-from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, check_hosted, judge_rubric, verdict
+from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
 from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
 from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
-from gymverse_synth.evaluate.jobs import hosted_levels_job
+from gymverse_synth.evaluate.jobs import hosted_env_job, hosted_levels_job
 from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
 from gymverse_synth.evaluate.schema import (
     Correctness,
@@ -120,13 +120,15 @@ class _Jobs:
         """Submit the first wave: correctness jobs (or the episode jobs when correctness is off)."""
         for name, (ref, files) in self.shipped.items():
             if self.cfg.run_correctness and isinstance(self.executor, SandboxExecutor):
-                # the env is hosted in a sandbox and driven from here: its code cannot touch the checks
+                # the env is hosted in a sandbox and driven from here: its code cannot touch the checks; one host
+                # serves correctness and then the scripted policies' episodes (the llm's are a job of their own)
                 ccfg = self.cfg.correctness
-                kw = {**ccfg.job_kwargs(ref), "files": files, "call_timeout": ccfg.call_timeout,
-                      "limits": self.host_limits(),
-                      "readable_paths": self.executor.readable_paths, "job_timeout": ccfg.job_timeout()}  # fmt: skip
-                fut = self.executor.submit_trusted(check_hosted, kw)
-                self.pending[fut] = ("check", name)
+                kw = self._hosted_kwargs(name, "", self.cfg.trajectories is not None)
+                del kw["policy"]
+                plan = {k: v for k, v in ccfg.job_kwargs(ref).items() if k != "ref"}
+                kw.update(check=plan, job_timeout=ccfg.job_timeout(), policies=self.scripted)
+                fut = self.executor.submit_trusted(hosted_env_job, kw)
+                self.pending[fut] = ("env", name)
             elif self.cfg.run_correctness:
                 kw = self.cfg.correctness.job_kwargs(ref)
                 fut = self.executor.submit(CHECK_TARGET, kw, self.cfg.correctness.job_timeout(), files)
@@ -134,10 +136,28 @@ class _Jobs:
             else:
                 self.episodes(name)
 
-    def episodes(self, name: str, has_oracle: bool = True) -> int:
+    @property
+    def scripted(self) -> list[str]:
+        """The policies a merged env job plays (`hosted_env_job`): all but the llm, whose time is not the env's."""
+        return [p for p in self.cfg.policies if p != "llm"]
+
+    def merged(self, name: str, result: dict[str, Any], results: dict[Any, Any]) -> None:
+        """File a `hosted_env_job` result under the keys separate jobs use; then submit the llm's episodes."""
+        results[("check", name)] = result.get("check", result)  # a crashed job's {"error"} stands for the check
+        for policy, res in result.get("episodes", {}).items():
+            results[("episodes", name, policy)] = res
+        ok = "build_error" not in results[("check", name)] and "error" not in results[("check", name)]
+        has_oracle = results[("check", name)].get("facts", {}).get("has_oracle", True)
+        llm = 0
+        if ok and "llm" in self.cfg.policies:
+            llm = 1 - self.episodes(name, has_oracle, only=["llm"])
+        self.total -= self.episodes_per_env - len(result.get("episodes", {})) - llm  # not run, or not at all
+
+    def episodes(self, name: str, has_oracle: bool = True, only: Sequence[str] | None = None) -> int:
         """Submit the episode jobs of env `name` (no oracle-based policy without an oracle); returns how many not."""
         entry, (ref, files), dcfg = self.entries[name], self.shipped[name], self.cfg.difficulty
-        policies = [p for p in self.cfg.policies if has_oracle or not p.startswith(("oracle", "noisy"))]
+        wanted = self.cfg.policies if only is None else [p for p in self.cfg.policies if p in only]
+        policies = [p for p in wanted if has_oracle or not p.startswith(("oracle", "noisy"))]
         record = self.cfg.trajectories is not None
         for policy in policies:
             if isinstance(self.executor, SandboxExecutor):
@@ -151,12 +171,15 @@ class _Jobs:
                 kw.update(episode_timeout=self.cfg.correctness.episode_timeout, record_as=name if record else None)
                 fut = self.executor.submit(LEVELS_TARGET, kw, dcfg.timeout, files)
             self.pending[fut] = ("episodes", name, policy)
-        return len(self.cfg.policies) - len(policies)
+        return len(wanted) - len(policies)
 
     def host_limits(self) -> Any:
-        """One limit for every env host of this run (correctness and difficulty), so they share warm spares."""
+        """One limit for every env host of this run (correctness and difficulty), so they share warm spares: a
+        host serves the correctness job and then each scripted policy's episodes (each stage keeps its own
+        deadline here; this bounds the process)."""
         assert isinstance(self.executor, SandboxExecutor)
-        return self.executor.host_limits(max(self.cfg.correctness.job_timeout(), self.cfg.difficulty.timeout))
+        stages = self.cfg.correctness.job_timeout() + len(self.scripted) * self.cfg.difficulty.timeout
+        return self.executor.host_limits(max(stages, self.cfg.difficulty.timeout))
 
     def _hosted_kwargs(self, name: str, policy: str, record: bool) -> dict[str, Any]:
         """`hosted_levels_job` arguments: the env hosted in a sandbox, the policy and its deadlines here."""
@@ -192,6 +215,10 @@ def _run_jobs(
                     results[key] = fut.result()
                 except Exception as err:
                     results[key] = {"error": f"{type(err).__name__}: {err}"}
+                if key[0] == "env":
+                    jobs.merged(key[1], results.pop(key), results)
+                    for policy in jobs.scripted:
+                        sink.take(results.get(("episodes", key[1], policy), {}))
                 if key[0] == "episodes":
                     sink.take(results[key])
                 if key[0] == "check":
