@@ -177,3 +177,29 @@ def test_codec_round_trips_what_envs_return() -> None:
 def test_codec_rejects_malformed_tags(payload: object) -> None:
     with pytest.raises(CodecError):
         decode(payload)
+
+
+PREPARE = """
+import time
+
+
+def prepare(ref):
+    try:
+        open("/etc/passwd").close()
+    except OSError:
+        pass
+    time.sleep(1.5)  # an installed suite's import, e.g. reasoning-gym: seconds
+"""
+
+
+def test_prepare_runs_before_the_first_build_under_its_own_deadline_and_is_audited() -> None:
+    files = {"guess.py": ENV.replace("BEHAVIOUR", "pass"), "slow_import.py": PREPARE}
+    with EnvHost(FACTORY, ["file:guess.py"], files=files, limits=LIMITS, prepare="slow_import:prepare") as host:
+        host.start()
+        with deadline(1.0, "building the env"):  # the 1.5 s were paid by start(), not by the build
+            env = host.make(1)
+        assert env.reset(seed=0)[0].startswith("Guess")
+        assert any("/etc/passwd" in detail for _, detail in host.audit), host.audit
+    with EnvHost(FACTORY, ["file:guess.py"], files=files, limits=LIMITS, prepare="slow_import:prepare") as host:
+        with pytest.raises(CallTimeout, match="building the env"), deadline(1.0, "building the env"):
+            host.make(1)  # not started: the build waits for the prepare

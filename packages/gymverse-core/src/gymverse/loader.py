@@ -148,6 +148,16 @@ def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> En
     return gymverse.make(ref, complexity=complexity, seed=seed)
 
 
+def prepare_ref(ref: str) -> None:
+    """Import what building `ref` needs, without building it: a registered id's entry point (an installed suite can
+    take seconds to import); env files are read when built."""
+    if ref.startswith(("gem:", "file:")):
+        return
+    from gymverse import registry
+
+    registry.spec(ref).load()
+
+
 def is_importable(module_name: str) -> bool:
     """True when `module_name` can be found without executing it (parent packages may be imported)."""
     try:
@@ -163,5 +173,6 @@ __all__ = [
     "is_importable",
     "load_env_class",
     "load_module_from_file",
+    "prepare_ref",
     "split_spec",
 ]

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from types import ModuleType
 
 import numpy as np
-from gymverse.compat.gem import _GlobalRngScope
+from gymverse.global_rng import GlobalRngScope
 
 SEED_SPACE = 2**31 - 1
 
@@ -50,7 +50,7 @@ class GlobalRng:
     """
 
     def __init__(self, seed: int) -> None:
-        self._scope = _GlobalRngScope(seed)
+        self._scope = GlobalRngScope(seed)
 
     @contextmanager
     def active(self, seed: int | None = None) -> Iterator[None]:

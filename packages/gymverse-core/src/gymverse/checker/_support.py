@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -187,47 +186,6 @@ def _run_hosted(env: HostedEnv, ep: Episode, policy: str) -> Episode:
             return ep
     ep.error = played.error
     return ep
-
-
-@dataclass
-class GlobalRngSnapshot:
-    """The state of Python's and NumPy's global generators."""
-
-    py: object
-    np_state: tuple[Any, ...]
-
-    @classmethod
-    def take(cls) -> GlobalRngSnapshot:
-        """Snapshot both global generators now."""
-        return cls(random.getstate(), tuple(np.random.get_state(legacy=True)))  # noqa: NPY002 - reading it is the point
-
-    @staticmethod
-    def restore(snapshot: GlobalRngSnapshot) -> None:
-        """Put both global generators back into `snapshot`'s state."""
-        random.setstate(snapshot.py)  # type: ignore[arg-type]
-        np.random.set_state(snapshot.np_state)  # noqa: NPY002
-
-    @classmethod
-    def sentinel(cls) -> GlobalRngSnapshot:
-        """Move both global generators to a state no env would produce by seeding, and snapshot it.
-
-        Without this, an env that reseeds the global generator with the episode seed leaves the same state after
-        every episode, so a before/after comparison would miss it.
-        """
-        random.seed("gymverse.checker sentinel")
-        np.random.seed(0x6E57_C0DE)  # noqa: NPY002
-        return cls.take()
-
-    def changed(self) -> list[str]:
-        """Which global generators differ from this snapshot."""
-        out = []
-        if random.getstate() != self.py:
-            out.append("random")
-        now: tuple[Any, ...] = tuple(np.random.get_state(legacy=True))  # noqa: NPY002
-        same = now[0] == self.np_state[0] and np.array_equal(now[1], self.np_state[1]) and now[2:] == self.np_state[2:]
-        if not same:
-            out.append("numpy.random")
-        return out
 
 
 class CountingWrapper(Wrapper):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable
 from typing import Any
 
+from gymverse import global_rng
 from gymverse.checker._support import (
     BASE_ATTRS,
     CountingWrapper,
     Episode,
-    GlobalRngSnapshot,
     TagWrapper,
     canon,
     first_difference,
@@ -24,6 +25,7 @@ from gymverse.checker._support import (
 )
 from gymverse.complexity import LEVELS
 from gymverse.core import DOMAINS, Env, EnvMetadata
+from gymverse.global_rng import GlobalRngSnapshot
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural
 
@@ -319,20 +321,22 @@ def state_checks(env: Env, seed: int) -> dict[str, Outcome]:
 
 def check_global_rng(build: Build, level: int, seed: int, max_steps: int | None) -> Outcome:
     """Building, resetting, random play and oracle play leave the global `random`/`numpy.random` untouched."""
-    callers = GlobalRngSnapshot.take()
-    try:
+    with contextlib.ExitStack() as judged:
+        # Threads share the globals: while they are judged, no other thread swaps them (`GlobalRngScope`) or
+        # judges them, or its state would be taken for this env's doing.
+        judged.enter_context(global_rng.LOCK)
+        judged.callback(GlobalRngSnapshot.restore, GlobalRngSnapshot.take())
         before = GlobalRngSnapshot.sentinel()
         env = build(level)
+        hosted = isinstance(env, HostedEnv)
+        if hosted:  # its globals live in its own process and the host compares them there: ours are free again
+            judged.close()
         env.reset(seed=seed)
         limit = step_limit(env, max_steps)
         run_episode(env, limit, "random")
         env.reset(seed=seed)
         run_episode(env, limit, "oracle")
-        # A hosted env's globals live in its own process: the host compares them there. Ours are not its to
-        # touch, and other threads of this process may be using them.
         changed = env.global_rng_changes() if isinstance(env, HostedEnv) else before.changed()
-    finally:
-        GlobalRngSnapshot.restore(callers)
     if changed:
         names = " and ".join(f"global `{c}`" for c in changed)
         return False, f"the env changed the state of {names}; draw from self.rng instead"

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import random
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -42,46 +41,15 @@ from gymverse.compat import gem_conventions as conv
 from gymverse.compat._gem_shim import LanguageGameReward, gem_modules
 from gymverse.complexity import check_level
 from gymverse.core import Domain, Env, EnvMetadata, StepResult
+from gymverse.global_rng import GlobalRngScope
 
 SuccessRule = str | Callable[[Any, float, bool, bool, Mapping[str, Any]], bool]
 ComplexityKwargs = Mapping[int, Mapping[str, Any]] | Callable[[int], Mapping[str, Any]]
 _RULES = ("info", "reward", "info_or_reward")
-_GLOBAL_RNG_LOCK = threading.RLock()
 
 
 class GemLoadError(RuntimeError):
     """A GEM env (file) could not be loaded or built."""
-
-
-class _GlobalRngScope:
-    """Private states for the global ``random`` and ``numpy.random`` generators of one adapter."""
-
-    def __init__(self, seed: int) -> None:
-        self.py_state = random.Random(seed).getstate()
-        self.np_state = np.random.RandomState(seed).get_state(legacy=False)
-
-    @contextmanager
-    def active(self, numpy: bool = True) -> Iterator[None]:
-        """Swap the private states in for the duration of the block (the legacy global API is the point here).
-
-        ``numpy=False`` leaves NumPy's generator alone: for calls into code that cannot reach it (a file that never
-        imports numpy, outside reset, where GEM seeds both); the NumPy swap is most of the cost of a GEM step.
-        """
-        # the dict form (legacy=False) carries the same state as the legacy tuple at a third of the cost
-        with _GLOBAL_RNG_LOCK:
-            saved_py = random.getstate()
-            random.setstate(self.py_state)
-            if numpy:
-                saved_np = np.random.get_state(legacy=False)  # noqa: NPY002
-                np.random.set_state(self.np_state)  # noqa: NPY002
-            try:
-                yield
-            finally:
-                self.py_state = random.getstate()
-                random.setstate(saved_py)
-                if numpy:
-                    self.np_state = np.random.get_state(legacy=False)  # noqa: NPY002
-                    np.random.set_state(saved_np)  # noqa: NPY002
 
 
 class GemEnvAdapter(Env):
@@ -160,7 +128,7 @@ class GemEnvAdapter(Env):
         self._success_reward = float(success_reward)
         self._format_error_reward = None if format_error_reward is None else float(format_error_reward)
         self._use_shim = use_shim
-        self._rng_scope = _GlobalRngScope(int(self.rng.integers(0, 2**32 - 1))) if isolate_global_rng else None
+        self._rng_scope = GlobalRngScope(int(self.rng.integers(0, 2**32 - 1))) if isolate_global_rng else None
         self._reset_seed: int | None = None
         #: False when the GEM code cannot reach NumPy's global generator outside reset (set by the file loader).
         self.gem_uses_numpy = True

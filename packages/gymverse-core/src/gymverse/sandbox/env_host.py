@@ -116,10 +116,13 @@ class Host:
         """Run one operation; returns the answer's body (``value`` plus what the proxy mirrors)."""
         if op == "init":
             return self._init(*args)
+        if op == "prepare":  # e.g. import an installed suite once, under the import deadline and the audit
+            _import(str(args[0]))(*self.args)
+            return {}
         if op == "make":
             if self.factory is None:
                 raise RuntimeError("the env host was not initialized")
-            from gymverse.checker._support import GlobalRngSnapshot
+            from gymverse.global_rng import GlobalRngSnapshot
 
             # every env is built from the checker's sentinel state, so `rng_changed` can tell what it touched
             sentinel = GlobalRngSnapshot.sentinel()

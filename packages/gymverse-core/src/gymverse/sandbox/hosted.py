@@ -636,7 +636,9 @@ class EnvHost:
     wall-clock budget, counted from when the process started); `call_timeout` bounds each call. With `prestart`,
     starting a host also starts the next one (its interpreter and imports overlap this session), which the next
     `EnvHost` with the same limits in this thread takes over: one idle spare per thread, stopped by
-    `release_spare` or when the thread ends.
+    `release_spare` or when the thread ends. `prepare` (``"package.module:function"``, called as
+    ``prepare(*args)`` once per host process, audited like env calls) does the slow one-time work building needs,
+    such as importing an installed suite, under its own `prepare_timeout` instead of the first build's deadline.
     """
 
     def __init__(
@@ -651,6 +653,8 @@ class EnvHost:
         readable_paths: Sequence[str] = (),
         backend: Backend = "auto",
         prestart: bool = False,
+        prepare: str | None = None,
+        prepare_timeout: float = 60.0,
     ) -> None:
         if call_timeout <= 0:
             raise ValueError(f"call_timeout must be positive, got {call_timeout!r}")
@@ -663,6 +667,7 @@ class EnvHost:
         self.readable_paths = list(readable_paths)
         self.backend: Backend = backend
         self.prestart = prestart
+        self.prepare, self.prepare_timeout = prepare, max(float(prepare_timeout), self.call_timeout)
         self.starts = 0
         #: How the last host process ended (set when it is closed or replaced).
         self.result: SandboxResult | None = None
@@ -695,6 +700,8 @@ class EnvHost:
         try:
             what = "starting the env host"
             session.call("init", 0, [self.factory, list(self.args), dict(self.files)], what, self.call_timeout)
+            if self.prepare is not None:
+                session.call("prepare", 0, [self.prepare], "preparing the env (imports)", self.prepare_timeout)
         except BaseException:
             session.close()
             raise
@@ -713,6 +720,10 @@ class EnvHost:
         self.starts += 1
         self._session = self._start()
         return self._session
+
+    def start(self) -> None:
+        """Start the host process now (its init and `prepare`), so that no build deadline pays for it."""
+        self._live()
 
     def make(self, complexity: int = 1) -> HostedEnv:
         """A new env at `complexity`, built in the host (a fresh host when the last one died)."""

@@ -23,8 +23,9 @@ from typing import Any
 from gymverse.checker.report import CheckResult, describe_error
 from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.loader import prepare_ref
 from gymverse.sandbox import SandboxLimits
-from gymverse.sandbox.hosted import EnvHost
+from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError
 
 from gymverse_synth.evaluate.findings import DEFECT, WARNING, findings
 from gymverse_synth.evaluate.policies import make_policy, run_episodes
@@ -38,6 +39,8 @@ DEGENERATE_POLICIES = ("constant", "random")
 CHECK_TARGET = "gymverse_synth.evaluate.correctness:_check_in_child"
 #: What the env host builds envs with: ``build_from_ref(ref, complexity=level)`` (a core module: fast to import).
 HOST_FACTORY = "gymverse.loader:build_from_ref"
+#: Imports a registered id's suite once per host, under its own deadline (not the first build's).
+HOST_PREPARE = "gymverse.loader:prepare_ref"
 #: Checker points of GymVerse's own contract that GEM envs are not written against (GymVerse `complexity_params`,
 #: ``info["format_error"]``, format_penalty inside metadata.reward_range): not defects of a GEM env.
 GEM_EXEMPT_CHECKS = ("complexity_params", "malformed_actions", "metadata")
@@ -104,6 +107,20 @@ class CorrectnessConfig:
         }
 
 
+def ref_host(
+    ref: str,
+    files: Mapping[str, str] | None,
+    limits: SandboxLimits | None,
+    call_timeout: float,
+    readable_paths: Sequence[str],
+    max_restarts: int = 2,
+) -> EnvHost:
+    """The sandboxed host the evaluator builds `ref` in (a warm spare started for the next env)."""
+    return EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
+                   readable_paths=readable_paths, prestart=True, prepare=HOST_PREPARE,
+                   max_restarts=max_restarts)  # fmt: skip
+
+
 def _check_in_child(ref: str, **plan: Any) -> dict[str, Any]:
     """Worker side for the process and inline executors: the env is built in this process.
 
@@ -114,6 +131,10 @@ def _check_in_child(ref: str, **plan: Any) -> dict[str, Any]:
         return build_env(ref, complexity)
 
     with contextlib.redirect_stdout(sys.stderr):
+        try:
+            prepare_ref(ref)  # an installed suite's import (seconds) is not the first build's deadline
+        except Exception as err:
+            return {"build_error": describe_error(err, 900)}
         return collect_evidence(factory, ref, **plan)
 
 
@@ -132,8 +153,7 @@ def check_hosted(
     `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`); `job_timeout`: the whole
     run's deadline, kept here (the host is killed when it passes, whatever its own limits).
     """
-    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
-                   readable_paths=readable_paths, prestart=True)  # fmt: skip
+    host = ref_host(ref, files, limits, call_timeout, readable_paths)
     try:
         out = evidence_on(host, ref, job_timeout, plan)
     finally:
@@ -146,6 +166,10 @@ def evidence_on(host: EnvHost, ref: str, job_timeout: float | None, plan: Mappin
     use it; a timeout kills it)."""
     try:
         with deadline(job_timeout, "the correctness job"):
+            try:
+                host.start()  # an installed suite's import (seconds) is not the first build's deadline
+            except (EnvHostError, EnvCallError) as err:
+                return {"build_error": describe_error(err, 900)}
             return collect_evidence(host.make, ref, **plan)
     except CallTimeout as err:
         return {"error": str(err)}

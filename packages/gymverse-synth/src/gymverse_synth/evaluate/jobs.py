@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.loader import prepare_ref
 from gymverse.sandbox import SandboxLimits
-from gymverse.sandbox.hosted import EnvHost
+from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError
 
-from gymverse_synth.evaluate.correctness import evidence_on, host_record
+from gymverse_synth.evaluate.correctness import evidence_on, host_record, ref_host
 from gymverse_synth.evaluate.policies import LLMPolicy, Policy, make_policy, run_episodes
 from gymverse_synth.evaluate.suites import build_env
 
@@ -38,6 +39,7 @@ def episodes_job(
     """
     with contextlib.redirect_stdout(sys.stderr):  # env prints must not mix with a sandbox's result channel
         try:
+            prepare_ref(ref)  # an installed suite's import (seconds) is not the build's deadline
             with deadline(episode_timeout, f"building the env at level {level}"):
                 env = build_env(ref, level)
         except BaseException as err:
@@ -73,9 +75,6 @@ def levels_job(
 
 
 #: What a hosted difficulty job builds envs with (as correctness does).
-HOST_FACTORY = "gymverse.loader:build_from_ref"
-
-
 def hosted_levels_job(
     ref: str,
     policy: str,
@@ -97,9 +96,10 @@ def hosted_levels_job(
     here. Each episode gets `episode_timeout`, the whole job `timeout` (then its remaining levels are not run), each
     call into the env `call_timeout` (None for the other two: no limit); a host killed at a deadline is replaced for
     the next level (at most twice). ``policy="llm"`` uses `llm`."""
-    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
-                   readable_paths=readable_paths, prestart=True)  # fmt: skip
+    host = ref_host(ref, files, limits, call_timeout, readable_paths)
     try:
+        with contextlib.suppress(EnvHostError, EnvCallError):
+            host.start()  # its imports outside the first build's deadline; a failed start fails that build, reported
         return _levels_on(host, policy, levels, seeds, timeout, max_steps, record_as, episode_timeout, llm,
                           llm_options)  # fmt: skip
     finally:
@@ -155,8 +155,7 @@ def hosted_env_job(
     an env that cannot be built, or whose correctness job failed, gets no episodes; no oracle, no oracle policies.
     """
     # one host for every stage: its restart budget is what the separate jobs had together
-    host = EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
-                   readable_paths=readable_paths, prestart=True, max_restarts=2 * (1 + len(policies)))  # fmt: skip
+    host = ref_host(ref, files, limits, call_timeout, readable_paths, max_restarts=2 * (1 + len(policies)))
     episodes: dict[str, Any] = {}
     try:
         evidence = evidence_on(host, ref, job_timeout, check)
