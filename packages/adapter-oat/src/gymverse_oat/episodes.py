@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gymverse.failures import is_trained
-from gymverse.rollout import EpisodeRecord, Generation, Renderer
+from gymverse.rollout import EpisodeRecord, Generation, Renderer, decode_prefixes
 from gymverse.trajectory import Trajectory
 from oat.types import Transition
 
@@ -63,7 +63,10 @@ def episode_transitions(
     if tok.response_logprobs is None:
         raise ValueError(f"{traj.env_id}: the generator returned no log-probs (ask vLLM for logprobs=1)")
     out = []
-    for k, (turn, (start, end)) in enumerate(zip(traj.turns, tok.turn_spans(), strict=True)):
+    spans = tok.turn_spans()
+    n = len(tok.prompt_ids)
+    prompts = decode_prefixes(renderer, tok.prompt_ids + tok.response_ids, [n + start for start, _ in spans])
+    for k, (turn, (start, end)) in enumerate(zip(traj.turns, spans, strict=True)):
         prompt_ids = tok.prompt_ids + tok.response_ids[:start]
         reply = tok.response_ids[start:end]
         no_eos = not reply or reply[-1] not in stop_ids
@@ -74,7 +77,7 @@ def episode_transitions(
                 action=turn.action,
                 rewards=float(turn.reward),
                 done=k == len(traj.turns) - 1,
-                prompt=renderer.decode(prompt_ids),
+                prompt=prompts[k],
                 prompt_ids=prompt_ids,
                 response=renderer.decode(reply),
                 response_ids=list(reply),
