@@ -28,6 +28,7 @@ FRAMEWORKS = ROOT / "benchmarks" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
 
 from common import RESULTS  # noqa: E402
+from issue34 import write as write_issue_summary  # noqa: E402
 from summary import RunRecord, write_summary  # noqa: E402
 
 
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["benchmarks/run_all.py", *flags])
     summary = write_summary(args.out, records, gpu_requested=args.gpu, since=started, command=command)
     print(f"wrote {summary} (and a bar chart per result file next to it)")
+    print(f"wrote {write_issue_summary(args.out.parent)} (issue 34's targets)")
     failed = [r for r in records if r.status.startswith("failed")]
     for r in records:
         print(f"  {r.script:<22} {r.status}")
