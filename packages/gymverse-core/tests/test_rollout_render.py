@@ -288,8 +288,9 @@ def test_decode_prefixes_equal_decoding_each_prefix(family: str, text: list[str]
     eos = tok.convert_tokens_to_ids(FAMILIES[family].eos)
     ids = [i for t in text for i in [*tok.encode(t, add_special_tokens=False), eos]]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=5)))
-    assert decode_prefixes(renderer, ids, cuts) == [renderer.decode(ids[:c]) for c in cuts]
-    assert decode_prefixes(renderer, ids, cuts) == [tok.decode(ids[:c], skip_special_tokens=False) for c in cuts]
+    prefixes, pieces = decode_prefixes(renderer, ids, cuts)
+    assert prefixes == [tok.decode(ids[:c], skip_special_tokens=False) for c in cuts]
+    assert pieces == [tok.decode(ids[a:b], skip_special_tokens=False) for a, b in zip([0, *cuts], cuts)]
 
 
 def test_decode_prefixes_fall_back_where_a_cut_splits_a_character() -> None:
@@ -297,4 +298,6 @@ def test_decode_prefixes_fall_back_where_a_cut_splits_a_character() -> None:
     ids = tok.encode("数字 ✓", add_special_tokens=False)
     split = next(c for c in range(1, len(ids)) if "\ufffd" in tok.decode(ids[:c]))  # a cut inside a character
     renderer = ChatRenderer(tok)
-    assert decode_prefixes(renderer, ids, [split, len(ids)]) == [tok.decode(ids[:split]), tok.decode(ids)]
+    prefixes, pieces = decode_prefixes(renderer, ids, [split, len(ids)])
+    assert prefixes == [tok.decode(ids[:split]), tok.decode(ids)]
+    assert pieces == [tok.decode(ids[:split]), tok.decode(ids[split:])]

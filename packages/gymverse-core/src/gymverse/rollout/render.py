@@ -265,23 +265,24 @@ def _rust_decode(decoder: Any, ids: Sequence[int], skip_special_tokens: bool) ->
         return str(decoder.decode([int(i) for i in ids], skip_special_tokens))
 
 
-def decode_prefixes(renderer: Renderer, ids: Sequence[int], cuts: Sequence[int]) -> list[str]:
-    """``renderer.decode(ids[:c])`` for each of the increasing `cuts`, decoding each token about twice instead of
-    once per prefix: the pieces between cuts are decoded once and joined, which is exact when the joined pieces
-    equal the whole sequence's decode (checked once); where they do not (a character split over a cut, a decoder
-    that drops a piece's leading space), every prefix is decoded in full."""
+def decode_prefixes(renderer: Renderer, ids: Sequence[int], cuts: Sequence[int]) -> tuple[list[str], list[str]]:
+    """For the increasing `cuts`: ``renderer.decode(ids[:c])`` for each cut, and the pieces between consecutive cuts
+    (from 0), ``renderer.decode(ids[a:b])``. Each piece is decoded once and prefixes are joined pieces, exact when
+    the joined pieces equal the whole sequence's decode (checked once; each token is decoded about twice instead of
+    once per prefix); where they do not (a character split over a cut, a decoder that drops a piece's leading
+    space), every prefix is decoded in full."""
     ids = list(ids)
     pieces, start = [], 0
     for cut in [*cuts, len(ids)]:
         pieces.append(renderer.decode(ids[start:cut]))
         start = cut
     if "".join(pieces) != renderer.decode(ids):
-        return [renderer.decode(ids[:cut]) for cut in cuts]
-    out, text = [], ""
+        return [renderer.decode(ids[:cut]) for cut in cuts], pieces[:-1]
+    prefixes, text = [], ""
     for piece in pieces[:-1]:
         text += piece
-        out.append(text)
-    return out
+        prefixes.append(text)
+    return prefixes, pieces[:-1]
 
 
 def _user(content: str) -> dict[str, str]:
