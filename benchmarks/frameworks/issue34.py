@@ -7,8 +7,8 @@ not measured, with the command that measures it. The limits are the issue's:
   (``env_layer.json``, column ``vs gem AsyncVectorEnv``);
 * adapter per-turn cost <= 1.0x the framework's native multi-turn path at 64 concurrent episodes (verl and
   OpenRLHF: wall ms/turn, ``{verl,openrlhf}_rollout.json``; RL2 and oat: process CPU ms/turn, ``{rl2,oat}.json``);
-* ``gymverse evaluate`` with the hosted checker <= 1.1x the in-process checker: the targets whose name mentions
-  "hosted" in any result JSON (another benchmark writes them);
+* ``gymverse evaluate`` with the hosted checker <= 1.1x the in-process checker: ``hosted_over_inprocess`` in the
+  JSONs of ``benchmarks/evaluate_corpus.py``, and targets whose name mentions "hosted" in any result JSON;
 * ``gymverse train`` rollout tokens/s and update time within 1.5x of plain ``transformers`` (``train_gpu.json``,
   ``peers``, written by ``benchmarks/train_gpu.py`` with `train_peers`).
 """
@@ -81,8 +81,7 @@ def command(name: str, doc: Mapping[str, Any]) -> str:
 
 def source(name: str, doc: Mapping[str, Any], path: Path) -> str:
     """`command`, when and on what (load included) `doc` was measured."""
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
-    return f"`{command(name, doc)}` ({when}; {machine_line(doc.get('machine') or {})})"
+    return f"`{command(name, doc)}` ({_when(path)}; {machine_line(doc.get('machine') or {})})"
 
 
 def missing(target: str, limit: str, peer: str, name: str) -> Line:
@@ -142,10 +141,22 @@ def _turn_note(doc: Mapping[str, Any], row: Mapping[str, Any], case: str) -> str
 
 
 def hosted_lines(results: Path) -> Iterator[Line]:
-    """The hosted checker's targets, from whichever result JSON states them."""
+    """The hosted checker: ``hosted_over_inprocess`` of `benchmarks/evaluate_corpus.py`'s JSONs, and any target
+    named "hosted" in a result JSON."""
     found = False
     for path in sorted([*results.glob("*.json"), *results.glob("frameworks/*.json")]):
         doc = load(path)
+        if doc is not None and isinstance(doc.get("hosted_over_inprocess"), int | float):
+            found = True
+            value = float(doc["hosted_over_inprocess"])
+            loads = [r.get("load_average") for r in (doc.get("runs") or {}).values() if isinstance(r, dict)]
+            where = f"`uv run python benchmarks/evaluate_corpus.py` -> `{path.name}` ({_when(path)}; " + (
+                f"{(doc.get('machine') or {}).get('cpus', '?')} CPUs, load (start, end) per run {loads})"
+            )
+            jobs = doc.get("hosted_over_inprocess_jobs")
+            note = f"jobs stage {jobs:.2f}x" if isinstance(jobs, int | float) else ""
+            yield Line(f"gymverse evaluate, hosted vs in-process checker, {doc.get('suite', path.stem)}", value,
+                       f"<= {HOSTED_LIMIT}x", value <= HOSTED_LIMIT, "in-process checker", where, note)  # fmt: skip
         for t in (doc or {}).get("targets") or []:
             if isinstance(t, dict) and "hosted" in str(t.get("name", "")).lower():
                 found = True
@@ -180,10 +191,11 @@ def train_lines(results: Path) -> Iterator[Line]:
             continue
         value = float(peers[key])
         cfg = doc.get("config") or {}
+        device = doc.get("device") or cfg.get("device")
         where = (
             f"`uv run python benchmarks/train_gpu.py --device {cfg.get('device')} --steps {cfg.get('steps')} "
             f"--hidden {cfg.get('hidden')} --layers {cfg.get('layers')}` "
-            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(path.stat().st_mtime))}; {doc.get('device')}"
+            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(path.stat().st_mtime))}; {device}"
             + (f", load {doc['load_avg_1m']:.1f}" if isinstance(doc.get("load_avg_1m"), int | float) else "")
             + ")"
         )
@@ -193,6 +205,10 @@ def train_lines(results: Path) -> Iterator[Line]:
             else f"{peers['update_s']} s vs {peers['plain_update_s']} s"
         )
         yield Line(target, value, f"<= {TRAIN_LIMIT}x", value <= TRAIN_LIMIT, peer, where, note)
+
+
+def _when(path: Path) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
 
 
 def _row(doc: Mapping[str, Any], case: str, arm: str) -> dict[str, Any] | None:

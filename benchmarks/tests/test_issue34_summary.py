@@ -38,7 +38,10 @@ def results(tmp_path: Path) -> Path:
     ]
     write(tmp_path / "frameworks" / "env_layer.json", {"benchmark": "env_layer", "machine": MACHINE, "rows": env_rows})
     hosted = {"name": "hosted checker vs in-process, 40 files", "value": 1.05, "limit": 1.1, "unit": "x", "met": True}
-    write(tmp_path / "evaluate_corpus.json", {"benchmark": "evaluate_corpus", "rows": [], "targets": [hosted]})
+    write(tmp_path / "frameworks" / "synth.json", {"benchmark": "synth", "rows": [], "targets": [hosted]})
+    corpus = {"suite": "generated corpus (40 files)", "runs": {"sandbox": {"load_average": [1.0, 2.0]}},
+              "hosted_over_inprocess": 1.3, "hosted_over_inprocess_jobs": 1.2, "machine": {"cpus": 2}}  # fmt: skip
+    write(tmp_path / "evaluate_corpus.json", corpus)
     return tmp_path
 
 
@@ -61,6 +64,8 @@ def test_verdicts_follow_the_issue_limits(results: Path) -> None:
     missing_row = got["sessions vs GEM AsyncVectorEnv, cheap env, N=64"]  # the file lacks the row: not a verdict
     assert missing_row.met is None and missing_row.measured is None
     assert got["hosted checker vs in-process, 40 files"].met is True
+    corpus = got["gymverse evaluate, hosted vs in-process checker, generated corpus (40 files)"]
+    assert corpus.met is False and corpus.measured == 1.3 and "[1.0, 2.0]" in corpus.source
 
 
 def test_absent_results_are_not_measured_with_the_command_that_measures_them(tmp_path: Path) -> None:
