@@ -102,8 +102,15 @@ def session_lines(results: Path) -> Iterator[Line]:
                 yield missing(target, f">= {SESSION_LIMIT}x", peer, "env_layer")
                 continue
             row = _row(doc, f"{workload} N={n}", "gymverse sessions")
+            gem = _row(doc, f"{workload} N={n}", "gem AsyncVectorEnv")
             value = None if row is None else row.get("vs gem AsyncVectorEnv")
             note = "" if value is not None else "no GEM row in the file (GEM venv missing?)"
+            if row is not None and gem is not None and value is not None:
+                a, b = row.get("steps_per_s_rounds") or [], gem.get("steps_per_s_rounds") or []
+                per_round = [x / y for x, y in zip(a, b) if y] if len(a) == len(b) else []
+                note = f"{row['steps_per_s']:,.0f} vs {gem['steps_per_s']:,.0f} steps/s" + (
+                    f"; per-round ratios {min(per_round):.2f}-{max(per_round):.2f}" if per_round else ""
+                )
             met = None if value is None else value >= SESSION_LIMIT
             yield Line(target, value, f">= {SESSION_LIMIT}x", met, peer, source("env_layer", doc, path), note)
 
@@ -168,8 +175,9 @@ def hosted_lines(results: Path) -> Iterator[Line]:
     if not found:
         yield Line(
             "gymverse evaluate, hosted checker vs in-process", None, f"<= {HOSTED_LIMIT}x", None,
-            "in-process checker", "not measured here: no result JSON in benchmarks/results states a hosted-checker "
-            "target (the evaluator benchmark, `benchmarks/evaluate_corpus.py`, is another change's)",
+            "in-process checker", "not measured here: no result JSON in benchmarks/results has `hosted_over_inprocess` "
+            "or a hosted-checker target; run `uv run python benchmarks/evaluate_corpus.py` (its executors sandbox "
+            "and inprocess; that benchmark belongs to the evaluator change)",
         )  # fmt: skip
 
 
