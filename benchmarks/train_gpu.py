@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -134,6 +135,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else platform.processor(),
         "torch": torch.__version__,
         "params_m": round(params / 1e6, 1),
+        "load_avg_1m": os.getloadavg()[0],  # the machine may be shared: figures say how busy it was
         "median_step_s": statistics.median(r["step_s"] for r in steady),
         "median_tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady),
         "peers": peers,

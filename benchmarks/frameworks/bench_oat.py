@@ -277,7 +277,9 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
     from collections import deque
 
     import numpy as np
+    from gymverse.rollout import EpisodeBatch
     from gymverse_oat.args import GymVerseArgs
+    from gymverse_oat.episodes import record_of
     from gymverse_oat.learner import GymVerseLearner
     from oat.algorithms.ppo import PPOArgs, PPOLearner
     from oat.algorithms.ppo_multiturn import PPOMultiTurnLearner
@@ -304,8 +306,8 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
         return {"ms": wall, "cpu_ms": cpu}
 
     def gymverse_perpo() -> dict[str, float]:
-        clock = Clock()
-        hook.perpo(episodes)
+        clock = Clock()  # the records and their batch are built per step (as `process_feedback_data` does)
+        hook.perpo(episodes, EpisodeBatch.of([record_of(ep) for ep in episodes]))
         wall, cpu = clock.ms()
         return {"ms": wall, "cpu_ms": cpu}
 
@@ -331,7 +333,7 @@ def advantage_case(args: Any, transitions: int) -> list[dict[str, Any]]:
 
 def targets(rollout_rows: list[dict[str, Any]], adv_rows: list[dict[str, Any]]) -> list[Target]:
     """The issue's targets, judged on this run's medians."""
-    note = "GymVerseLearner.perpo vs PPOMultiTurnLearner.process_feedback_data on the same episodes"
+    note = "GymVerseLearner.perpo (records, batch, PERPO) vs PPOMultiTurnLearner.process_feedback_data, same episodes"
     return [
         *turn_targets("oat", rollout_rows, "oat_native", "oat single-turn step"),
         *adv_targets("oat", adv_rows, "x oat multi-turn estimator", note),

@@ -226,8 +226,11 @@ def rollout_section(
 
 def adv_batch(
     n_traj: int, seq_len: int = 512, seed: int = 0
-) -> tuple[dict[str, torch.Tensor], torch.Tensor, list[str]]:
-    """An RL2 rollout batch: one sequence per trajectory, 4 model turns of 64 tokens between env turns of 32."""
+) -> tuple[dict[str, torch.Tensor], torch.Tensor, list[Any]]:
+    """An RL2 rollout batch: one sequence per trajectory, 4 model turns of 64 tokens between env turns of 32,
+    and each trajectory's `EpisodeRecord` (what the adapter's rollout hook leaves pending for the batch)."""
+    from gymverse.rollout import EpisodeRecord
+
     g = torch.Generator().manual_seed(seed)
     mask = torch.zeros(n_traj, seq_len, dtype=torch.long)
     rewards = torch.zeros(n_traj, seq_len)
@@ -245,17 +248,19 @@ def adv_batch(
         "position_ids": torch.arange(seq_len).repeat(n_traj, 1),
         "llm_logps": -torch.rand(n_traj, seq_len, generator=g),
     }
-    envs = [f"env{(i // 8) % 4}" for i in range(n_traj)]  # 8 responses per prompt, 4 envs
-    return td, torch.arange(n_traj + 1), envs
+    ends = (64, 128, 192, 256)  # cumulative action tokens at each turn's end
+    turn_rewards = rewards[:, mask[0].bool()].reshape(n_traj, 4, 64)[:, :, -1].tolist()
+    records = [  # 8 responses per prompt, 4 envs
+        EpisodeRecord(f"game:Env{(i // 8) % 4}", tuple(r), ends, episode_id=f"e{i}") for i, r in enumerate(turn_rewards)
+    ]
+    return td, torch.arange(n_traj + 1), records
 
 
 def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
     """RL2's GRPO ``compute_advantages`` vs the same call with GymVerse PERPO installed, at 4k and 64k turns."""
     import RL2.utils.algorithms as algorithms
-    from gymverse_rl2.advantages import perpo_advantages
-    from gymverse_rl2.patch import install, uninstall
-    from gymverse_rl2.runtime import current
-    from gymverse_rl2.settings import Settings
+    from gymverse_rl2.patch import install, perpo_advantages, uninstall
+    from gymverse_rl2.settings import Settings, current
     from rl2_harness import rl2_config
 
     config = rl2_config(
@@ -268,7 +273,7 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
     sizes = (4096,) if args.quick else (4096, 65536)
     try:
         for transitions in sizes:
-            td, cu, envs = adv_batch(transitions // 4)
+            td, cu, records = adv_batch(transitions // 4)
             sink = io.StringIO()
 
             def rl2_grpo(td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu) -> dict[str, float]:
@@ -279,20 +284,20 @@ def advantage_section(args: Any, tokenizer_dir: Path) -> list[dict[str, Any]]:
                 return {"ms": wall, "cpu_ms": cpu}
 
             def gymverse_perpo(
-                td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, envs: list[str] = envs
+                td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, records: list[Any] = records
             ) -> dict[str, float]:
                 batch = {k: v.clone() for k, v in td.items()}
-                current().pending_env_ids = list(envs)  # what the rollout hook leaves for this batch
+                current().pending = list(records)  # what the rollout hook leaves for this batch
                 clock = Clock()
                 hook(config, batch, cu, 1)
                 wall, cpu = clock.ms()
                 return {"ms": wall, "cpu_ms": cpu}
 
             def perpo_only(
-                td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, envs: list[str] = envs
+                td: dict[str, torch.Tensor] = td, cu: torch.Tensor = cu, records: list[Any] = records
             ) -> dict[str, float]:
                 clock = Clock()
-                perpo_advantages(td, cu, envs)
+                perpo_advantages(td, cu, records)
                 wall, cpu = clock.ms()
                 return {"ms": wall, "cpu_ms": cpu}
 

@@ -169,11 +169,13 @@ class VerlRollout:
 
     async def play_gymverse(self, env_id: str, seeds: list[int]) -> list[int]:
         """GymVerse arm: one `GymVerseAgentLoop` per episode, all concurrent."""
+        from gymverse_verl import EXTRA_KEY
+
         server = self.servers[env_id]["gymverse"]
         outs = await asyncio.gather(
             *(self._loop(self.agent_name, server, []).run({}, **self.kit.row(env_id, s, 1)) for s in seeds)
         )
-        return [int(o.extra_fields["episode_turns"]) for o in outs]
+        return [len(o.extra_fields[EXTRA_KEY]["turn_rewards"]) for o in outs]  # the episode's `EpisodeRecord`
 
     async def play_native(self, env_id: str, seeds: list[int]) -> list[int]:
         """Native arm: one verl ``ToolAgentLoop`` per episode, all concurrent."""
@@ -200,9 +202,9 @@ def bench_rollout(args: Any, rounds: int, gpu: Any = None) -> None:
 def advantage_arms(transitions: int) -> dict[str, Any]:
     """The two timed arms on one synthetic batch: verl's ``grpo`` and ``gymverse_perpo`` with the trainer's hook."""
     import numpy as np
-    from gymverse_verl import ADV_ESTIMATOR
-    from gymverse_verl.advantage import episode_batch
-    from gymverse_verl.trainer import episode_rows
+    from gymverse.rollout import EpisodeRecord
+    from gymverse_verl import ADV_ESTIMATOR, EXTRA_KEY
+    from gymverse_verl.advantage import Rows, episode_rows
     from verl import DataProto
     from verl.trainer.config import AlgoConfig
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
@@ -210,8 +212,9 @@ def advantage_arms(transitions: int) -> dict[str, Any]:
     b = synthetic_batch(transitions)
     uids = np.array(b.uids, dtype=object)
     extra = np.empty(len(b.uids), dtype=object)
-    extra[:] = [
-        {"env_id": e, "turn_rewards": r, "turn_ends": t} for e, r, t in zip(b.env_ids, b.turn_rewards, b.turn_ends)
+    extra[:] = [  # what the agent loop stores per trajectory: its `EpisodeRecord`
+        {EXTRA_KEY: EpisodeRecord(e, tuple(r), tuple(t)).to_dict()}
+        for e, r, t in zip(b.env_ids, b.turn_rewards, b.turn_ends)
     ]
     keys = [f"{u}_{i}_0" for i, u in enumerate(b.uids)]  # verl's {uid}_{session}_{index} TransferQueue keys
     config = AlgoConfig(gamma=1.0)
@@ -227,7 +230,7 @@ def advantage_arms(transitions: int) -> dict[str, Any]:
             out = compute_advantage_for_multi_trajectories(data, adv_estimator="grpo", **kwargs)
         else:  # what GymVersePPOTrainer._compute_advantage wraps around verl's own step
             nt = data.non_tensor_batch
-            with episode_batch(episode_rows(list(nt["uid"]), list(nt["extra_fields"]), 1e-6)):
+            with episode_rows(Rows.read(nt["uid"], nt["extra_fields"], 1e-6)):
                 out = compute_advantage_for_multi_trajectories(data, adv_estimator=ADV_ESTIMATOR, **kwargs)
         elapsed = time.perf_counter() - start
         assert out.batch["advantages"].shape == b.mask.shape

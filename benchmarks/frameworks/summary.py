@@ -126,7 +126,8 @@ def rows_table(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], ratios
     return markdown_table(["framework", "case", "arm", *metrics, *ratios], body)
 
 
-def _machine_line(m: Mapping[str, Any]) -> str:
+def machine_line(m: Mapping[str, Any]) -> str:
+    """CPU, CPU count, GPU, Python and load average of a result's ``machine`` record."""
     gpu = m.get("gpu") or "no GPU"
     load = m.get("load_avg_1m")
     load_text = f", load {load:.1f}" if isinstance(load, int | float) else ""
@@ -201,7 +202,7 @@ def _section(path: Path, doc: Mapping[str, Any], png: Path | None, fresh: bool) 
     out = [f"## {doc.get('title', doc['benchmark'])}", ""]
     out.append(
         f"`{path.name}` from {when}, {mode} mode, {args.get('rounds') or ('3' if args.get('quick') else '5')}"
-        f" interleaved rounds (medians). Machine: {_machine_line(machine)}."
+        f" interleaved rounds (medians). Machine: {machine_line(machine)}."
     )
     if versions := _versions(machine):
         out.append(f"Versions: {versions}.")
@@ -279,7 +280,7 @@ def write_summary(
     machines: dict[str, list[str]] = {}
     for _, doc in results:
         m = doc.get("machine") or {}
-        key = f"{m.get('platform', '?')}; {_machine_line(m)}"
+        key = f"{m.get('platform', '?')}; {machine_line(m)}"
         machines.setdefault(key, []).append(str(doc["benchmark"]))
     for key, names in machines.items():
         lines.append(f"- {key}: {', '.join(names)}")

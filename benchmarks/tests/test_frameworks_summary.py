@@ -196,3 +196,4 @@ def test_run_all_goes_on_after_a_failure_and_exits_nonzero(
     md = (out / "SUMMARY.md").read_text()
     assert "failed (exit 3)" in table_row(md, "bench_fail.py") and "| ok |" in table_row(md, "bench_ok.py")
     assert "## fixture_ok title" in md and "from this run" in md
+    assert (out / "ISSUE34_SUMMARY.md").read_text().startswith("# Issue 34 targets")  # not the committed one

@@ -18,7 +18,10 @@ from gymverse.rollout import (
     run_episode,
     text_generate,
 )
+from gymverse.trajectory import EpisodeTokens
 from gymverse.vector import EnvPool, EnvSession, configure_shared_pool, shared_pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 GUESS = "game:GuessTheNumber"
 RENDERER = PlainRenderer()
@@ -163,3 +166,24 @@ def test_pool_session_set_complexity_reaches_the_env() -> None:
             return info["complexity"], pool.active
 
     assert asyncio.run(main()) == (4, 0)
+
+
+def _spans_by_walking(mask: list[Any], ends: list[int]) -> list[tuple[int, int]]:
+    """The definition of `EpisodeTokens.turn_spans`: walk back from each end over the run of 1s."""
+    spans = []
+    for end in ends:
+        start = min(end, len(mask))
+        while start > 0 and mask[start - 1] == 1:
+            start -= 1
+        spans.append((start, end))
+    return spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mask=st.lists(st.sampled_from([0, 1, 1, 2, True, False, 1.0, -1]), max_size=40),
+    ends=st.lists(st.integers(0, 45), max_size=6),
+)
+def test_turn_spans_are_the_runs_of_ones_ending_at_each_end(mask: list[Any], ends: list[int]) -> None:
+    tokens = EpisodeTokens(response_ids=[7] * len(mask), response_mask=mask, turn_ends=sorted(ends))
+    assert tokens.turn_spans() == _spans_by_walking(mask, sorted(ends))

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 transformers = pytest.importorskip("transformers")
-from gymverse.rollout import ChatRenderer, Generation, run_episode  # noqa: E402
+from gymverse.rollout import ChatRenderer, Generation, decode_prefixes, run_episode  # noqa: E402
 from gymverse.testing import FAMILIES, chat_template, tiny_tokenizer  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -242,9 +242,16 @@ def test_cached_env_turns_equal_full_template_renders(
 ) -> None:
     tok = tokenizer(family)
     fast = ChatRenderer(tok, system_prompt="Be brief." if system else "")
-    assert fast._cached_pieces is not None and fast._backend is not None  # the fast paths are really taken
+    # the fast paths are really taken
+    assert None not in (fast._cached_pieces, fast._initial_pieces, fast._backend, fast._decoder)
     slow = ChatRenderer(tok, system_prompt="Be brief." if system else "")
-    slow._cached_pieces = slow._backend = None
+    slow._cached_pieces = slow._initial_pieces = slow._backend = slow._decoder = None
+    # first turns and the actions the env sees: cached pieces and the Rust decoder equal the full paths
+    assert fast.initial_text(observation) == slow.initial_text(observation)
+    assert fast.initial(observation) == slow.initial(observation)
+    eos = tok.convert_tokens_to_ids(FAMILIES[family].eos)
+    said = [eos, *tok.encode(observation, add_special_tokens=False), *([eos] if closed else [])]
+    assert fast.action_text(said) == slow.action_text(said)
     reply = tok.encode("x", add_special_tokens=False) + (
         [tok.convert_tokens_to_ids(FAMILIES[family].eos)] if closed else []
     )
@@ -252,3 +259,45 @@ def test_cached_env_turns_equal_full_template_renders(
     assert fast.env_turn(observation, reply) == slow.env_turn(observation, reply)
     assert fast.env_turn(observation, reply) == [int(i) for i in tok.encode(fast.env_turn_text(observation, reply),
                                                                             add_special_tokens=False)]  # fmt: skip
+
+
+def test_templates_that_read_the_clock_render_first_turns_in_full() -> None:
+    """A template calling ``strftime_now`` (Llama 3.2's date line) gets no cached first turn: the date is live."""
+    base = tokenizer("llama3")
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=base.backend_tokenizer,
+        bos_token=base.bos_token,
+        eos_token=base.eos_token,
+        chat_template="{{ strftime_now('%d %b %Y') }}" + str(base.chat_template),
+    )
+    renderer = ChatRenderer(tok)
+    assert renderer._initial_pieces is None and renderer._cached_pieces is not None
+    expected = tok.apply_chat_template(
+        [{"role": "user", "content": "guess"}], tokenize=False, add_generation_prompt=True
+    )
+    assert renderer.initial_text("guess") == expected
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@settings(max_examples=25, deadline=None)
+@given(text=st.lists(st.one_of(TEXT, st.sampled_from(HOSTILE)), min_size=1, max_size=4), data=st.data())
+def test_decode_prefixes_equal_decoding_each_prefix(family: str, text: list[str], data: Any) -> None:
+    """Piecewise decoding (oat's per-turn prompt texts) is exact, also with cuts inside a multi-byte character."""
+    tok = tokenizer(family)
+    renderer = ChatRenderer(tok)
+    eos = tok.convert_tokens_to_ids(FAMILIES[family].eos)
+    ids = [i for t in text for i in [*tok.encode(t, add_special_tokens=False), eos]]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=5)))
+    prefixes, pieces = decode_prefixes(renderer, ids, cuts)
+    assert prefixes == [tok.decode(ids[:c], skip_special_tokens=False) for c in cuts]
+    assert pieces == [tok.decode(ids[a:b], skip_special_tokens=False) for a, b in zip([0, *cuts], cuts)]
+
+
+def test_decode_prefixes_fall_back_where_a_cut_splits_a_character() -> None:
+    tok = tokenizer("qwen2.5")
+    ids = tok.encode("数字 ✓", add_special_tokens=False)
+    split = next(c for c in range(1, len(ids)) if "\ufffd" in tok.decode(ids[:c]))  # a cut inside a character
+    renderer = ChatRenderer(tok)
+    prefixes, pieces = decode_prefixes(renderer, ids, [split, len(ids)])
+    assert prefixes == [tok.decode(ids[:split]), tok.decode(ids)]
+    assert pieces == [tok.decode(ids[:split]), tok.decode(ids[split:])]

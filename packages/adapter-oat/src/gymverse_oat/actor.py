@@ -86,13 +86,13 @@ class GymVerseActor(PPOMultiTurnActor):
         return episodes, info
 
     def _run_batch(self, prompts: list[list[int]], caps: list[int | None]) -> list[Generation]:
-        params = []
+        by_cap: dict[int | None, Any] = {}  # one SamplingParams per distinct cap (vLLM only reads them)
         for cap in caps:
-            p = copy.copy(self.sampling_params)
-            if cap is not None:
-                p.max_tokens = cap if p.max_tokens is None else min(p.max_tokens, cap)
-            params.append(p)
-        return generations_from_vllm(self.generate(prompts, params))
+            if cap not in by_cap:
+                p = by_cap[cap] = copy.copy(self.sampling_params)
+                if cap is not None:
+                    p.max_tokens = cap if p.max_tokens is None else min(p.max_tokens, cap)
+        return generations_from_vllm(self.generate(prompts, [by_cap[cap] for cap in caps]))
 
     async def _generate(self, prompt_ids: list[int], max_tokens: int | None) -> Generation:
         """A prompt vLLM would refuse (``--max_model_len``) ends its own episode, not the engine's whole batch."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gymverse.failures import is_trained
-from gymverse.rollout import EpisodeRecord, Generation, Renderer
+from gymverse.rollout import EpisodeRecord, Generation, Renderer, decode_prefixes
 from gymverse.trajectory import Trajectory
 from oat.types import Transition
 
@@ -63,9 +63,13 @@ def episode_transitions(
     if tok.response_logprobs is None:
         raise ValueError(f"{traj.env_id}: the generator returned no log-probs (ask vLLM for logprobs=1)")
     out = []
-    for k, (turn, (start, end)) in enumerate(zip(traj.turns, tok.turn_spans(), strict=True)):
-        prompt_ids = tok.prompt_ids + tok.response_ids[:start]
-        reply = tok.response_ids[start:end]
+    spans = tok.turn_spans()
+    n, full = len(tok.prompt_ids), tok.prompt_ids + tok.response_ids
+    # cut before and after each reply: prefix 2k is turn k's prompt, piece 2k+1 its reply
+    prefixes, pieces = decode_prefixes(renderer, full, [n + i for span in spans for i in span])
+    for k, (turn, (start, end)) in enumerate(zip(traj.turns, spans, strict=True)):
+        prompt_ids = full[: n + start]
+        reply = full[n + start : n + end]
         no_eos = not reply or reply[-1] not in stop_ids
         info = {"gymverse/complexity": float(traj.complexity), "gymverse/turn": float(k)}
         out.append(
@@ -74,10 +78,10 @@ def episode_transitions(
                 action=turn.action,
                 rewards=float(turn.reward),
                 done=k == len(traj.turns) - 1,
-                prompt=renderer.decode(prompt_ids),
+                prompt=prefixes[2 * k],
                 prompt_ids=prompt_ids,
-                response=renderer.decode(reply),
-                response_ids=list(reply),
+                response=pieces[2 * k + 1],
+                response_ids=reply,
                 response_logprobs=list(tok.response_logprobs[start:end]),
                 response_is_truncated=no_eos,
                 action_is_formatted=not turn.info.get("format_error", False),

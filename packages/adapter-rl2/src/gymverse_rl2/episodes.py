@@ -70,7 +70,8 @@ def state_dict_of(traj: Trajectory) -> dict[str, list[Any]]:
         raise ValueError(f"{traj.env_id}: trajectory has no tokens (not from gymverse.rollout.run_episode)")
     n = len(tokens.prompt_ids)
     states = [*tokens.prompt_ids, *tokens.response_ids]
-    mask = [0] * n + [int(m) * is_trained(traj.stop_reason or "terminated") for m in tokens.response_mask]
+    trained = is_trained(traj.stop_reason or "terminated")  # once per episode, not per token
+    mask = [0] * n + ([int(m) for m in tokens.response_mask] if trained else [0] * len(tokens.response_mask))
     rewards = [0.0] * len(states)
     for turn, end in zip(traj.turns, tokens.turn_ends):
         rewards[n + end - 1] += float(turn.reward)

@@ -39,13 +39,14 @@ class EpisodeTokens:
 
     def turn_spans(self) -> list[tuple[int, int]]:
         """Per turn, ``(start, end)`` of its model tokens in ``response_ids`` (the run of 1s ending at its end)."""
-        spans = []
-        for end in self.turn_ends:
-            start = min(end, len(self.response_mask))
-            while start > 0 and self.response_mask[start - 1] == 1:
-                start -= 1
-            spans.append((start, end))
-        return spans
+        # the last non-1 before each end, found in C (a Python walk back cost ~1 µs per reply token)
+        try:
+            flags = bytes(self.response_mask)
+        except (TypeError, ValueError):  # not small ints: compare one by one
+            flags = b"\x02"
+        if len(flags) != len(self.response_mask) or flags.translate(None, b"\x00\x01"):
+            flags = bytes(m == 1 for m in self.response_mask)
+        return [(flags.rfind(0, 0, min(end, len(flags))) + 1, end) for end in self.turn_ends]
 
 
 @dataclass

@@ -21,6 +21,7 @@ from gymverse.rollout.render import (
     ChatRenderer,
     PlainRenderer,
     Renderer,
+    decode_prefixes,
     renderer_for,
     strip_thinking,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "RolloutCollector",
     "Session",
     "TextPolicy",
+    "decode_prefixes",
     "default_env_id",
     "episode_specs",
     "make_sessions",

@@ -14,8 +14,9 @@ the model on text it never produced. Here the model is trained on exactly the to
   conversation ``[system?, user, assistant(MARK), <role>(obs)]`` with the generation prompt and keeps what
   follows ``MARK``: the template's end of the assistant turn, the observation in the template's user (or tool)
   turn, and the next generation prompt. If the reply already ends with the template's end-of-turn token, that
-  token is not repeated. The text around the observation is rendered once per renderer and checked against full
-  renders of probe observations; observations a template might treat specially are rendered in full each time.
+  token is not repeated. The text around the observation (in ``initial`` and in ``env_turn``) is rendered once per
+  tokenizer and checked against full renders of probe observations; observations a template might treat
+  specially are rendered in full each time, and so is the first turn of a template that reads the clock.
   ``action_text`` is the decoded reply without special tokens and without a leading ``<think>...</think>``
   block (the env sees the answer, the model is trained on everything it wrote).
 * `PlainRenderer`: ``Observation:``/``Action:`` text blocks for base models and text policies, over any
@@ -25,8 +26,8 @@ the model on text it never produced. Here the model is trained on exactly the to
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 _MARK = "GYMVERSEACTIONMARK7F3A"
 _FIRST = "GYMVERSEFIRSTOBSERVATION"
@@ -38,8 +39,23 @@ _SPECIAL = ("<tool_", "think>", "<|", "[INST]", "{%", "{{")
 _PROBES = ("plain", "  padded \n", "\nlines\n\nand\ttabs\n", "a < b > c & d", "\\boxed{x} {y}", "Ünïcödé ✓ 数字 — \"'`")
 
 
+#: Text around an observation: (before, after, whether the template strips the observation).
+Pieces = tuple[str, str, bool]
+
+
+class _Derived(NamedTuple):
+    """What `ChatRenderer` derives from a tokenizer and its settings (rendered and checked once per tokenizer)."""
+
+    backend: Any  # the Rust tokenizer when it encodes exactly as the tokenizer does, else None
+    decoder: Any  # the Rust tokenizer when it decodes exactly as the tokenizer does, else None
+    stop_ids: frozenset[int]
+    stop_text: dict[int, str]
+    env_pieces: Pieces | None
+    initial_pieces: Pieces | None
+
+
 #: Per tokenizer (weakly held): per (template, system prompt, role, kwargs), what `ChatRenderer` derives from them.
-_DERIVED: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+_DERIVED: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], _Derived]] = weakref.WeakKeyDictionary()
 
 
 def _cacheable(obj: Any) -> bool:
@@ -113,8 +129,15 @@ class ChatRenderer:
             self._backend = self._fast_backend()
             self.stop_ids = self._stop_ids()
             stop_text = {i: str(tokenizer.decode([i], skip_special_tokens=False)) for i in self.stop_ids}
-            derived = per_tokenizer[key] = (self._backend, self.stop_ids, stop_text, self._pieces())
-        self._backend, self.stop_ids, self._stop_text, self._cached_pieces = derived
+            # a template that reads the clock (Llama 3.2's date) would freeze its first turn's date in pieces
+            clock = "strftime_now" in key[0]
+            initial = None if clock else _pieces(lambda o: self._render([*self._head, _user(o)], True))
+            env = _pieces(self._env_turn_rendered)
+            derived = _Derived(self._backend, self._fast_decoder(), self.stop_ids, stop_text, env, initial)
+            per_tokenizer[key] = derived
+        self._backend, self._decoder, self.stop_ids = derived.backend, derived.decoder, derived.stop_ids
+        self._stop_text = derived.stop_text
+        self._cached_pieces, self._initial_pieces = derived.env_pieces, derived.initial_pieces
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(
@@ -141,6 +164,25 @@ class ChatRenderer:
                 return None
         return backend
 
+    def _fast_decoder(self) -> Any:
+        """The Rust tokenizer for `action_text` and `decode` when it decodes probe ids (special tokens among them)
+        exactly as the tokenizer does and no Python clean-up runs after it (~0.01 ms per reply); None otherwise."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None or not callable(getattr(backend, "decode", None)):
+            return None
+        if getattr(self.tokenizer, "clean_up_tokenization_spaces", False):
+            return None  # the tokenizer edits the decoded text in Python, text-dependently
+        special = sorted({*self.stop_ids, *(getattr(self.tokenizer, "all_special_ids", None) or [])})[:32]
+        for probe in _PROBES:
+            ids = [int(i) for i in self.tokenizer.encode(probe, add_special_tokens=False)]
+            for seq in (ids, [*special, *ids, *special]):
+                for skip in (True, False):
+                    if backend.decode(seq, skip_special_tokens=skip) != self.tokenizer.decode(
+                        seq, skip_special_tokens=skip
+                    ):
+                        return None
+        return backend
+
     def _after_mark(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self._render(messages, generation_prompt)
         if text.count(_MARK) != 1:
@@ -159,9 +201,17 @@ class ChatRenderer:
             ids.add(close[0])
         return frozenset(ids)
 
+    def initial_text(self, observation: str) -> str:
+        """The text `initial` tokenizes: ``[system?, user(observation)]`` with the generation prompt, from pieces
+        cached per tokenizer unless the observation is one a template may treat specially."""
+        pieces = self._initial_pieces
+        if pieces is not None and _plain(observation):
+            return _fill(pieces, observation)
+        return self._render([*self._head, _user(observation)], True)
+
     def initial(self, observation: str) -> list[int]:
         """``[system?, user(observation)]`` with the generation prompt."""
-        return self._encode(self._render([*self._head, {"role": "user", "content": observation}], True))
+        return self._encode(self.initial_text(observation))
 
     def _env_turn_rendered(self, observation: str) -> str:
         """The env turn through the full chat template (the reference the cached pieces must equal)."""
@@ -173,26 +223,12 @@ class ChatRenderer:
         ]
         return self._after_mark(convo, True)
 
-    def _pieces(self) -> tuple[str, str, bool] | None:
-        """(text before, text after, trims) around the observation in an env turn, when the template places the
-        observation verbatim (or stripped, as Llama-3's does) for every probe; None: render every turn in full."""
-        text = self._env_turn_rendered(_SLOT)
-        if text.count(_SLOT) != 1:
-            return None
-        before, after = text.split(_SLOT)
-        trims = self._env_turn_rendered(" x\n") == before + "x" + after
-        for probe in _PROBES:
-            if self._env_turn_rendered(probe) != before + (probe.strip() if trims else probe) + after:
-                return None
-        return before, after, trims
-
     def env_turn_text(self, observation: str, reply_ids: Sequence[int]) -> str:
         """The text `env_turn` tokenizes: the template's env turn, from pieces cached per renderer (a Jinja
         render per turn cost ~0.1 ms) unless the observation is one a template may treat specially."""
         pieces = self._cached_pieces
-        if pieces is not None and not any(s in observation for s in _SPECIAL) and not observation.startswith("<"):
-            before, after, trims = pieces
-            text = before + (observation.strip() if trims else observation) + after
+        if pieces is not None and _plain(observation):
+            text = _fill(pieces, observation)
         else:
             text = self._env_turn_rendered(observation)
         if reply_ids and int(reply_ids[-1]) in self.stop_ids:
@@ -207,11 +243,74 @@ class ChatRenderer:
 
     def action_text(self, reply_ids: Sequence[int]) -> str:
         """The reply without special tokens and without its thinking block."""
-        return strip_thinking(str(self.tokenizer.decode(list(reply_ids), skip_special_tokens=True))).strip()
+        if self._decoder is not None:
+            text = _rust_decode(self._decoder, reply_ids, skip_special_tokens=True)
+        else:
+            text = self.tokenizer.decode(list(reply_ids), skip_special_tokens=True)
+        return strip_thinking(str(text)).strip()
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` with special tokens kept."""
+        if self._decoder is not None:
+            return _rust_decode(self._decoder, ids, skip_special_tokens=False)
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+
+def _rust_decode(decoder: Any, ids: Sequence[int], skip_special_tokens: bool) -> str:
+    """`ids` decoded by the Rust tokenizer, the episode's own lists passed as they are (converting a long prompt to
+    ints per decode cost more than the decode); ids it refuses (floats) are converted as the tokenizer would."""
+    try:
+        return str(decoder.decode(ids if isinstance(ids, list | tuple) else list(ids), skip_special_tokens))
+    except TypeError:
+        return str(decoder.decode([int(i) for i in ids], skip_special_tokens))
+
+
+def decode_prefixes(renderer: Renderer, ids: Sequence[int], cuts: Sequence[int]) -> tuple[list[str], list[str]]:
+    """For the increasing `cuts`: ``renderer.decode(ids[:c])`` for each cut, and the pieces between consecutive cuts
+    (from 0), ``renderer.decode(ids[a:b])``. Each piece is decoded once and prefixes are joined pieces, exact when
+    the joined pieces equal the whole sequence's decode (checked once; each token is decoded about twice instead of
+    once per prefix); where they do not (a character split over a cut, a decoder that drops a piece's leading
+    space), every prefix is decoded in full."""
+    ids = list(ids)
+    pieces, start = [], 0
+    for cut in [*cuts, len(ids)]:
+        pieces.append(renderer.decode(ids[start:cut]))
+        start = cut
+    if "".join(pieces) != renderer.decode(ids):
+        return [renderer.decode(ids[:cut]) for cut in cuts], pieces[:-1]
+    prefixes, text = [], ""
+    for piece in pieces[:-1]:
+        text += piece
+        prefixes.append(text)
+    return prefixes, pieces[:-1]
+
+
+def _user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+def _plain(observation: str) -> bool:
+    """Whether `observation` may go between cached pieces (no text a template might branch on)."""
+    return not any(s in observation for s in _SPECIAL) and not observation.startswith("<")
+
+
+def _fill(pieces: Pieces, observation: str) -> str:
+    before, after, trims = pieces
+    return before + (observation.strip() if trims else observation) + after
+
+
+def _pieces(render: Callable[[str], str]) -> Pieces | None:
+    """(text before, text after, trims) around the observation in ``render(observation)``, when the template places
+    it verbatim (or stripped, as Llama-3's does) for every probe; None: render every such turn in full."""
+    text = render(_SLOT)
+    if text.count(_SLOT) != 1:
+        return None
+    before, after = text.split(_SLOT)
+    trims = render(" x\n") == before + "x" + after
+    for probe in _PROBES:
+        if render(probe) != before + (probe.strip() if trims else probe) + after:
+            return None
+    return before, after, trims
 
 
 class ByteTokenizer:

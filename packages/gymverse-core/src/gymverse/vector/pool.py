@@ -77,6 +77,7 @@ class EnvSession:
         self._pool = pool
         self._slot = slot
         self.closed = False
+        self._kind: tuple[Any, str] | None = None  # (env, how its calls run): looked up once per env object
 
     @property
     def env_id(self) -> str:
@@ -87,10 +88,14 @@ class EnvSession:
         env = self._slot._env()
         timeout = self._pool.reset_timeout if method == "reset" else self._pool.step_timeout
         name = "reset_timeout" if method == "reset" else "step_timeout"
-        if not is_native_async(env):
+        if self._kind is None or self._kind[0] is not env:  # a failed env is rebuilt: a new object
+            kind = "async" if is_native_async(env) else "batched" if declares_nonblocking(env) else "thread"
+            self._kind = (env, kind)
+        kind = self._kind[1]
+        if kind != "async":
             # timed from when the call starts, on a pool that replaces threads lost to hung calls; cheap envs share
             # one thread hop per event-loop iteration (`BatchedCalls`)
-            if declares_nonblocking(env):
+            if kind == "batched":
                 return await self._pool._batched.call(timeout, getattr(env, method), arg, limit=name)
             return await self._pool._runner.call(timeout, getattr(env, method), arg, limit=name)
         aw = getattr(env, "a" + method)(arg)
