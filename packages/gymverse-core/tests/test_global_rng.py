@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import gymverse
 from gymverse.checker.checks import check_global_rng
@@ -17,7 +18,7 @@ def _mastermind(level: int) -> Env:
     return gymverse.make("game:Mastermind", complexity=level)
 
 
-def test_a_swap_in_another_thread_is_not_blamed_on_the_checked_env() -> None:
+def test_swaps_and_judgements_in_other_threads_are_not_blamed_on_the_checked_env() -> None:
     stop = threading.Event()
 
     def swapping() -> None:  # what a GEM or suite adapter does around each call into its env
@@ -30,11 +31,12 @@ def test_a_swap_in_another_thread_is_not_blamed_on_the_checked_env() -> None:
     thread = threading.Thread(target=swapping)
     thread.start()
     try:
-        outcomes = [check_global_rng(_mastermind, 3, seed, None) for seed in range(10)]
+        with ThreadPoolExecutor(2) as pool:  # two judgements at once must not undo each other's starting point
+            outcomes = list(pool.map(lambda seed: check_global_rng(_mastermind, 3, seed, None), range(20)))
     finally:
         stop.set()
         thread.join()
-    assert outcomes == [(True, "")] * 10
+    assert outcomes == [(True, "")] * 20
 
 
 def test_an_env_that_draws_from_the_global_generator_is_still_caught_and_the_callers_state_kept() -> None:

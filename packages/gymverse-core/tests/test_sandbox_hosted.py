@@ -200,6 +200,6 @@ def test_prepare_runs_before_the_first_build_under_its_own_deadline_and_is_audit
             env = host.make(1)
         assert env.reset(seed=0)[0].startswith("Guess")
         assert any("/etc/passwd" in detail for _, detail in host.audit), host.audit
-    with EnvHost(FACTORY, ["file:guess.py"], files=files, limits=LIMITS, prepare="slow_import:prepare") as host:
-        with pytest.raises(CallTimeout, match="building the env"), deadline(1.0, "building the env"):
-            host.make(1)  # not started: the build waits for the prepare
+    late = EnvHost(FACTORY, ["file:guess.py"], files=files, limits=LIMITS, prepare="slow_import:prepare")
+    with late, pytest.raises(CallTimeout, match="building the env"), deadline(1.0, "building the env"):
+        late.make(1)  # not started: the build waits for the prepare

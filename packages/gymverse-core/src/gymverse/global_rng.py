@@ -1,22 +1,23 @@
 """Python's and NumPy's process-global generators: one lock for code that swaps or reads them, private states for
 envs written against them (GEM), and snapshots for the checker's "leaves them untouched" check.
 
-Threads share these generators. Whoever swaps in a private state (`GlobalRngScope`) or judges a before/after
-comparison (`GlobalRngSnapshot`, `gymverse.checker`) holds `LOCK`, so neither sees the other's state mid-swap.
+Threads share these generators. A swap (`GlobalRngScope`) holds `LOCK` from swapping in to swapping back, and a
+judgement (`judging`) reads them only under `LOCK`: outside it the globals never show a swapped-in state. `LOCK` is
+never held across a judged env's own calls, so an env that hangs in one thread cannot stall every other thread.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-#: Held while a thread swaps the global generators or judges them (re-entrant: a check plays envs that swap).
+#: Held while a thread swaps the global generators in and out, or reads them to judge an env.
 LOCK = threading.RLock()
 
 
@@ -92,4 +93,38 @@ class GlobalRngSnapshot:
         return out
 
 
-__all__ = ["LOCK", "GlobalRngScope", "GlobalRngSnapshot"]
+_judging = 0
+_callers: GlobalRngSnapshot | None = None
+
+
+@contextmanager
+def judging() -> Iterator[Callable[[], list[str]]]:
+    """Judge the code run in the block: yields ``changed()``, which global generators moved since the block began.
+
+    The first judgement in the process moves them to `GlobalRngSnapshot.sentinel` (an env that reseeds them cannot
+    return them to it) and the last one puts the caller's state back, so judgements in several threads at once
+    never undo each other's starting point.
+    """
+    global _judging, _callers
+    with LOCK:
+        if _judging == 0:
+            _callers = GlobalRngSnapshot.take()
+            GlobalRngSnapshot.sentinel()
+        _judging += 1
+        before = GlobalRngSnapshot.take()
+
+    def changed() -> list[str]:
+        with LOCK:
+            return before.changed()
+
+    try:
+        yield changed
+    finally:
+        with LOCK:
+            _judging -= 1
+            if _judging == 0 and _callers is not None:
+                GlobalRngSnapshot.restore(_callers)
+                _callers = None
+
+
+__all__ = ["LOCK", "GlobalRngScope", "GlobalRngSnapshot", "judging"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 from collections.abc import Callable
@@ -25,7 +24,6 @@ from gymverse.checker._support import (
 )
 from gymverse.complexity import LEVELS
 from gymverse.core import DOMAINS, Env, EnvMetadata
-from gymverse.global_rng import GlobalRngSnapshot
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural
 
@@ -321,22 +319,16 @@ def state_checks(env: Env, seed: int) -> dict[str, Outcome]:
 
 def check_global_rng(build: Build, level: int, seed: int, max_steps: int | None) -> Outcome:
     """Building, resetting, random play and oracle play leave the global `random`/`numpy.random` untouched."""
-    with contextlib.ExitStack() as judged:
-        # Threads share the globals: while they are judged, no other thread swaps them (`GlobalRngScope`) or
-        # judges them, or its state would be taken for this env's doing.
-        judged.enter_context(global_rng.LOCK)
-        judged.callback(GlobalRngSnapshot.restore, GlobalRngSnapshot.take())
-        before = GlobalRngSnapshot.sentinel()
+    # A hosted env's globals live in its own process and the host compares them there; an in-process env's are
+    # this process's, judged so that other threads' envs swapping their private states in are not taken for it.
+    with global_rng.judging() as moved:
         env = build(level)
-        hosted = isinstance(env, HostedEnv)
-        if hosted:  # its globals live in its own process and the host compares them there: ours are free again
-            judged.close()
         env.reset(seed=seed)
         limit = step_limit(env, max_steps)
         run_episode(env, limit, "random")
         env.reset(seed=seed)
         run_episode(env, limit, "oracle")
-        changed = env.global_rng_changes() if isinstance(env, HostedEnv) else before.changed()
+        changed = env.global_rng_changes() if isinstance(env, HostedEnv) else moved()
     if changed:
         names = " and ".join(f"global `{c}`" for c in changed)
         return False, f"the env changed the state of {names}; draw from self.rng instead"
