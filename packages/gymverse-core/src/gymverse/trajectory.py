@@ -41,10 +41,10 @@ class EpisodeTokens:
         """Per turn, ``(start, end)`` of its model tokens in ``response_ids`` (the run of 1s ending at its end)."""
         # the last non-1 before each end, found in C (a Python walk back cost ~1 µs per reply token)
         try:
-            flags = bytes(self.response_mask)
-        except (TypeError, ValueError):  # not small ints: compare one by one
-            flags = b"\x02"
-        if len(flags) != len(self.response_mask) or flags.translate(None, b"\x00\x01"):
+            flags: bytes | None = bytes(self.response_mask)
+        except (TypeError, ValueError):  # not small ints
+            flags = None
+        if flags is None or flags.translate(None, b"\x00\x01"):  # anything but 0/1: compare one by one
             flags = bytes(m == 1 for m in self.response_mask)
         return [(flags.rfind(0, 0, min(end, len(flags))) + 1, end) for end in self.turn_ends]
 

@@ -74,7 +74,6 @@ def levels_job(
     }
 
 
-#: What a hosted difficulty job builds envs with (as correctness does).
 def hosted_levels_job(
     ref: str,
     policy: str,
