@@ -90,7 +90,7 @@ FRAMEWORKS = (
     # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
     Framework(
         "gymverse", "", "", (),
-        ("gymverse", "gymverse-core[server,ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
+        ("gymverse", "gymverse-core[ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
          "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),

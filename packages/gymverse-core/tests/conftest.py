@@ -30,25 +30,6 @@ pytest.register_assert_rewrite("gymverse.envs._contract_testing")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
-#: Limits of the jobs run by `every_launcher`.
-LAUNCHER_LIMITS = {"timeout": 20, "memory_mb": 512, "max_processes": 16}
-
-
-@pytest.fixture(scope="module", params=["bwrap", "ctypes", "pool"])
-def every_launcher(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A `Sandbox` for each fresh-job launcher (bubblewrap skipped where unusable) and a one-worker `SandboxPool`."""
-    from gymverse.sandbox import Sandbox, SandboxLimits, SandboxPool, isolation_support
-
-    limits = SandboxLimits(**LAUNCHER_LIMITS)
-    if request.param == "bwrap" and not isolation_support()["bwrap"]:
-        pytest.skip("bubblewrap is not installed or not usable here")
-    if request.param == "pool":
-        with SandboxPool(1, limits) as pool:
-            yield pool
-    else:
-        yield Sandbox(limits, backend=request.param)
-
-
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
     """One local Ray runtime (2 CPUs, no dashboard) shared by every test of the session that needs Ray."""
@@ -59,24 +40,6 @@ def ray_session() -> Iterator[Any]:
     yield ray
     if started:
         ray.shutdown()
-
-
-@pytest.fixture
-def start_server() -> Iterator[Any]:
-    """Start env servers (``start_server(port=0, **ServerConfig fields)``) on loopback; all stop after the test."""
-    pytest.importorskip("fastapi")
-    from gymverse.server import EnvServer, ServerConfig
-
-    started: list[EnvServer] = []
-
-    def start(port: int = 0, **config: Any) -> EnvServer:
-        server = EnvServer(ServerConfig(**config), port=port).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 # --------------------------------------------------------------------------------------- trajectory viewer fixture

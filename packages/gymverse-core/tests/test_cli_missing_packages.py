@@ -16,21 +16,26 @@ from gymverse.cli import PLUGIN_COMMANDS, main
 from gymverse.registry import RegistryError
 
 
+def _under(module: str, names: Sequence[str]) -> bool:
+    """Whether `module` is one of the packages `names` or inside one of them."""
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
 class _Blocker(importlib.abc.MetaPathFinder):
-    """Makes the named top-level packages unimportable, as if they were not installed."""
+    """Makes the named packages unimportable, as if they were not installed."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        self.names = set(names)
+        self.names = tuple(names)
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if fullname.split(".")[0] in self.names:
+        if _under(fullname, self.names):
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
 
 
 def _block(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     """Hide `names` (and every loaded module under them) for the rest of the test; monkeypatch restores both."""
-    for mod in [m for m in sys.modules if m.split(".")[0] in names]:
+    for mod in [m for m in sys.modules if _under(m, names)]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setattr(sys, "meta_path", [_Blocker(names), *sys.meta_path])
 
@@ -109,15 +114,20 @@ def test_installed_commands_are_not_shadowed_by_the_hint(capsys: pytest.CaptureF
     assert "not installed" not in out + err
 
 
-def test_remote_env_without_httpx_says_to_install_the_server_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    _block(monkeypatch, "httpx")
-    for mod in [m for m in sys.modules if m.startswith("gymverse.client")]:
-        monkeypatch.delitem(sys.modules, mod)
+def test_remote_env_without_the_server_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    _block(monkeypatch, "gymverse.client")
     with pytest.raises(RegistryError) as info:
         gymverse.make("remote+http://127.0.0.1:9/game:Mastermind")
     message = str(info.value)
     assert "\n" not in message
-    assert "pip install 'gymverse-core[server]'" in message
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'gymverse-core\[server\]'") as direct:
-        importlib.import_module("gymverse.client")
-    assert direct.value.name == "httpx"
+    assert "pip install gymverse-server" in message
+
+
+def test_serve_without_the_server_package_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _block(monkeypatch, "gymverse.server")
+    code, out, err = _run(capsys, "serve", "--port", "0")
+    assert code == 2
+    assert out == ""
+    assert "pip install gymverse-server" in err

@@ -75,7 +75,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from gymverse.server import ServerConfig, serve
         from gymverse.server.app import create_app  # noqa: F401 - fail here, not in uvicorn, without fastapi
     except ImportError as err:
-        raise UsageError(f"the server needs the 'server' extra: pip install 'gymverse-core[server]' ({err})") from None
+        raise UsageError(
+            f"'gymverse serve' needs the gymverse-server package: pip install gymverse-server ({err})"
+        ) from None
     for module in args.imports:
         try:
             importlib.import_module(module)

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import numpy as np
-
 from gymverse.complexity import MAX_LEVEL, MIN_LEVEL
 from gymverse.server.config import ApiError
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The request body, read (and capped) once by `Guard` before any route runs.
+BODY_KEY = "gymverse.body"
+
+
+async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Send one complete JSON response."""
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _jsonable(obj: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gymverse.server.config import ApiError
-from gymverse.server.protocol import complexity_field, dumps, opt_int, parse_object, req_str
+from gymverse.server.protocol import BODY_KEY, complexity_field, dumps, opt_int, parse_object, req_str, send_json
 from gymverse.server.sessions import SessionManager
 
 _PREFIX = "/v1/sessions/"
@@ -76,8 +76,6 @@ class EpisodeRoutes:
         if route is None:
             await self.app(scope, receive, send)
             return
-        from gymverse.server.app import BODY_KEY, send_json
-
         mgr = self.manager
         call, session_id = route
         headers: dict[str, str] = {}

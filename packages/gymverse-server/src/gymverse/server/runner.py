@@ -163,7 +163,6 @@ def serve(
     import gc
 
     import uvicorn
-
     from gymverse.server.app import create_app
 
     sock = sock or bind(host, port)

@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
-
 from gymverse.server.config import ApiError
 from gymverse.server.protocol import dumps
 from gymverse.server.sessions import SessionManager

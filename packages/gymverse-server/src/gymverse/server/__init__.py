@@ -1,6 +1,6 @@
 """``gymverse serve``: GymVerse envs over HTTP for trainers in other processes, hosts or languages.
 
-Needs the ``server`` extra (``pip install 'gymverse-core[server]'``). `create_app` builds the ASGI app, `EnvServer`
+`create_app` builds the ASGI app, `EnvServer`
 runs it in a background thread, `serve` in the foreground; `gymverse.client.RemoteEnv` is the matching client.
 See `gymverse.server.app` for the protocol.
 """

@@ -180,9 +180,12 @@ def test_serve_closes_connections_trickling_headers(start_server: Any) -> None:
     _trickle_and_expect_cut_off(srv.port, f"{srv.url}/health")
 
 
-def test_view_closes_connections_trickling_headers(trajectory_run: Path) -> None:
+def test_view_closes_connections_trickling_headers(tmp_path: Path) -> None:
+    from gymverse.trajectory import write_jsonl
     from gymverse.viewer import TrajectoryIndex, ViewerServer
+    from gymverse.viewer.sample import sample_trajectories
 
-    with ViewerServer(TrajectoryIndex([trajectory_run]), header_timeout=1.0).start() as viewer:
+    write_jsonl(sample_trajectories(2, 5, seed=1), tmp_path / "run.jsonl")
+    with ViewerServer(TrajectoryIndex([tmp_path]), header_timeout=1.0).start() as viewer:
         port = int(viewer.url.rsplit(":", 1)[1].strip("/"))
         _trickle_and_expect_cut_off(port, viewer.url + "api/meta")

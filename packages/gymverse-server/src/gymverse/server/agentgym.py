@@ -19,7 +19,6 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
-
 from gymverse.server.config import ApiError
 from gymverse.server.protocol import dumps, parse_object
 from gymverse.server.sessions import Session, SessionManager

@@ -25,34 +25,34 @@ import contextlib
 import hmac
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-
 from gymverse._pycompat import timeout as deadline
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.episode_routes import EpisodeRoutes
 from gymverse.server.index import add_index_routes
-from gymverse.server.protocol import complexity_field, dumps, kwargs_field, opt_int, opt_str, parse_object, req_str
+from gymverse.server.protocol import (
+    BODY_KEY,
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    complexity_field,
+    dumps,
+    kwargs_field,
+    opt_int,
+    opt_str,
+    parse_object,
+    req_str,
+    send_json,
+)
 from gymverse.server.sessions import SessionManager
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 OPEN_PATHS = frozenset({"/health"})
-
-
-async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-    """Send one complete JSON response."""
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
 
 
 def _is_loopback(address: str) -> bool:
@@ -67,10 +67,6 @@ def _host_name(header: bytes) -> str:
     if host.startswith("["):  # [::1]:8000
         return host[1 : host.find("]")]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-#: The request body, read (and capped) once by `Guard` before any route runs.
-BODY_KEY = "gymverse.body"
 
 
 async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:

@@ -13,15 +13,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Generic, TypeVar
 
-#: The one line a client user sees when the optional HTTP client library is not installed.
-MISSING_HTTPX = "the GymVerse HTTP client (remote+http:// env ids) needs httpx: pip install 'gymverse-core[server]'"
-
-try:
-    import httpx
-except ModuleNotFoundError as _err:  # core installed without its `server` extra
-    if _err.name != "httpx":
-        raise
-    raise ModuleNotFoundError(MISSING_HTTPX, name="httpx") from None
+import httpx
 
 R = TypeVar("R")
 

@@ -1,4 +1,4 @@
-"""Clients of ``gymverse serve`` (needs the ``server`` extra for httpx).
+"""Clients of ``gymverse serve``.
 
 * `RemoteEnv`: a served env behind the plain `Env` API (and ``areset``/``astep``); ``gymverse.make`` and
   ``make_vec`` build it from ids like ``remote+http://host:port/game:Mastermind``.
