@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-
 from gymverse.curriculum.complexity import ComplexityController
 from gymverse.perpo import env_normalize, fill_returns
 from gymverse.registry import make

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from gymverse.viewer.index import TrajectoryIndex
+#: Column value of an episode without a training step / without a recorded policy.
+NO_STEP = np.iinfo(np.int64).min
+NO_POLICY = -1
+
+
+class IndexColumns(Protocol):
+    """The columns of `gymverse.viewer.index.TrajectoryIndex` the summary panels read (one row per episode)."""
+
+    env: np.ndarray
+    env_names: list[str]
+    policy: np.ndarray
+    policy_names: list[str]
+    complexity: np.ndarray
+    ret: np.ndarray
+    success: np.ndarray
+    has_error: np.ndarray
+    step: np.ndarray
+    format_errors: np.ndarray
+
 
 SORT_KEYS = (
     "id",
@@ -92,7 +109,7 @@ def parse_query(params: Mapping[str, str]) -> tuple[Query, int, int]:
     return q, offset, limit
 
 
-def _success_by_complexity(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list[list[float]]]:
+def _success_by_complexity(index: IndexColumns, m: np.ndarray) -> dict[str, list[list[float]]]:
     env, cx, ok = index.env[m], index.complexity[m], index.success[m]
     if env.size == 0:
         return {}
@@ -109,10 +126,8 @@ def _success_by_complexity(index: TrajectoryIndex, m: np.ndarray) -> dict[str, l
     return dict(sorted(out.items()))
 
 
-def _success_by_policy(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list[float]]:
+def _success_by_policy(index: IndexColumns, m: np.ndarray) -> dict[str, list[float]]:
     """``{policy: [episodes, success rate]}``: a headline rate that mixes oracle and random play means nothing."""
-    from gymverse.viewer.index import NO_POLICY
-
     pol, ok = index.policy[m], index.success[m]
     out: dict[str, list[float]] = {}
     for code in np.unique(pol).tolist():
@@ -122,9 +137,7 @@ def _success_by_policy(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list[
     return dict(sorted(out.items()))
 
 
-def _complexity_by_step(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list[list[float]]]:
-    from gymverse.viewer.index import NO_STEP
-
+def _complexity_by_step(index: IndexColumns, m: np.ndarray) -> dict[str, list[list[float]]]:
     m = m & (index.step != NO_STEP)
     if not m.any():
         return {}
@@ -142,7 +155,7 @@ def _complexity_by_step(index: TrajectoryIndex, m: np.ndarray) -> dict[str, list
     return dict(sorted(out.items()))
 
 
-def summarize(index: TrajectoryIndex, m: np.ndarray) -> dict[str, Any]:
+def summarize(index: IndexColumns, m: np.ndarray) -> dict[str, Any]:
     """Summary panels for the selected episodes: counts, success by complexity, complexity by step, returns."""
     ret = index.ret[m]
     finite = ret[np.isfinite(ret)]  # a diverged (NaN/inf) reward must not blank the histogram

@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from gymverse.viewer.query import Query, summarize
+from gymverse.viewer.query import NO_POLICY, NO_STEP, Query, summarize
 from gymverse.viewer.records import load_record, summarize_record
 
 #: ``progress(files_done, files_total, episodes_so_far, current_path)`` while loading.
 ProgressFn = Callable[[int, int, int, str], None]
 NO_SEED = np.iinfo(np.int64).min
-NO_STEP = np.iinfo(np.int64).min
-NO_POLICY = -1
 _SEP = b"\x00"  # between texts in the search corpus: a query never spans two observations/actions
 MAX_PROBLEMS = 200
 
