@@ -44,7 +44,7 @@ def _dumps_json(obj: Any) -> bytes:
     return json.dumps(obj, default=_jsonable, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
 
-try:  # orjson (in the `server` extra) encodes and decodes several times faster
+try:  # orjson (a dependency; the fallback keeps a broken install serving) encodes and decodes several times faster
     import orjson
 
     _OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS

@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 from gymverse.cli import main
-from gymverse.cli.progress import JobProgress
 from gymverse.envs.game.mastermind import Mastermind
+from gymverse.progress import JobProgress
 from gymverse.text import plural
 from rich.console import Console
 

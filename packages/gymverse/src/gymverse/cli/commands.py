@@ -8,21 +8,20 @@ import secrets
 from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
-
 from gymverse import registry
 from gymverse.checker import CHECK_NAMES, CheckReport, CheckResult, CheckTargetError, check_env
 from gymverse.checker.runner import EPISODE_CHECKS, GLOBAL_CHECKS
 from gymverse.checker.sandboxed import check_in_sandbox
 from gymverse.checker.target import Target, resolve_target
-from gymverse.cli import UsageError
-from gymverse.cli.progress import JobProgress
+from gymverse.command_line import UsageError
 from gymverse.core import Env
 from gymverse.loader import split_spec
+from gymverse.progress import JobProgress
 from gymverse.text import plural
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
 
 # ------------------------------------------------------------------------------------------------------------ list

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from gymverse import registry
-from gymverse.cli import UsageError, positive_int_arg
+from gymverse.command_line import UsageError, positive_int_arg
 
 
 def positive_float_arg(text: str) -> float:
@@ -26,7 +26,7 @@ def positive_float_arg(text: str) -> float:
 
 def add_serve_parser(sub: argparse._SubParsersAction[Any]) -> None:
     """The ``serve`` subcommand's arguments."""
-    p = sub.add_parser("serve", help="serve environments over HTTP (needs the 'server' extra)")
+    p = sub.add_parser("serve", help="serve environments over HTTP (gymverse-server)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument(

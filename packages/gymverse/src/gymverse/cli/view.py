@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import IO
 
-from gymverse.cli import UsageError
+from gymverse.command_line import Parser, UsageError
 
 DEFAULT_PORT = 8765
 #: An exported page filters in the browser: fine at 10k episodes (benchmarks/viewer.py), sluggish far beyond.
@@ -86,9 +86,7 @@ def cmd_view(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m gymverse.cli.view``: the same command on its own."""
-    from gymverse.cli import _Parser
-
-    parser = _Parser(prog="gymverse view", description="Browse trajectory JSONL files in a local web page.")
+    parser = Parser(prog="gymverse view", description="Browse trajectory JSONL files in a local web page.")
     add_arguments(parser)
     try:
         return cmd_view(parser.parse_args(argv), sys.stdout, sys.stderr)
