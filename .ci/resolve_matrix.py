@@ -51,6 +51,7 @@ WORKSPACE_MEMBERS = (
     "gymverse-sandbox",
     "gymverse-server",
     "gymverse-viewer",
+    "gymverse-vector",
     "gymverse-synth",
     "gymverse-train",
     "gymverse",
@@ -61,6 +62,7 @@ BUILDS = {
     "gymverse-sandbox": "packages/gymverse-sandbox",
     "gymverse-server": "packages/gymverse-server",
     "gymverse-viewer": "packages/gymverse-viewer",
+    "gymverse-vector": "packages/gymverse-vector",
     "gymverse-synth": "packages/gymverse-synth",
     "gymverse-train": "packages/gymverse-train",
     "gymverse": "packages/gymverse",
@@ -102,7 +104,7 @@ FRAMEWORKS = (
     # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
     Framework(
         "gymverse", "", "", (),
-        ("gymverse", "gymverse-core[ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
+        ("gymverse", "gymverse-core[ray,mcp,search]", "gymverse-vector[ray]", "gymverse-synth[local,eval,seeds]",
          "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),

@@ -7,8 +7,9 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-import gymverse.vector.testing  # noqa: F401 - the vectest: fixture envs (only tests register them)
+import gymverse.testing.vectest  # noqa: F401 - the vectest: fixture envs (only tests register them)
 import pytest
+from gymverse.testing.ray_runtime import local_ray
 from hypothesis import settings
 
 # No per-example time limit: on a loaded 2-core CI machine a 0.3 ms example can take 250 ms, and timings are never
@@ -33,10 +34,6 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
     """One local Ray runtime (2 CPUs, no dashboard) shared by every test of the session that needs Ray."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
+    pytest.importorskip("ray")
+    with local_ray() as ray:
+        yield ray

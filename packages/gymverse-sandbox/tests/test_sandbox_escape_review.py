@@ -175,7 +175,7 @@ def test_jobs_die_with_pool_close() -> None:
 
 def test_job_dies_when_a_step_timeout_interrupts_run() -> None:
     # The sync vector backend interrupts a hung env call with SIGALRM raising StepTimeout, mid `Sandbox.run`.
-    from gymverse.vector import StepTimeout
+    from gymverse.pool import StepTimeout
 
     def on_alarm(signum: int, frame: object) -> None:
         raise StepTimeout("env call exceeded step_timeout")

@@ -6,7 +6,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-import gymverse.vector.testing  # noqa: F401 - the vectest: fixture envs (only tests register them)
+import gymverse.testing.vectest  # noqa: F401 - the vectest: fixture envs (only tests register them)
 import pytest
 
 # Children inherit an ignored SIGINT (a test run started in the background or under nohup), and tests that

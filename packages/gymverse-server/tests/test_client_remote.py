@@ -10,8 +10,9 @@ from typing import Any
 import gymverse
 import numpy as np
 import pytest
+from gymverse.pool import EnvPool
 from gymverse.registry import RegistryError
-from gymverse.vector import EnvPool, make_vec
+from gymverse.vector import make_vec
 
 ACTIONS = [r"\boxed{1 2 3 4}", r"\boxed{2 2 1 1}", "junk", r"\boxed{3 3 3 3}"]
 

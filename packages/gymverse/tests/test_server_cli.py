@@ -47,7 +47,7 @@ def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
         "--port",
         str(port),
         "--import",
-        "gymverse.vector.testing",
+        "gymverse.testing.vectest",
         "--envs",
         "games,vectest:Count",
         "--token",

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymverse import registry
+from gymverse.pool import EnvPool, EnvSession, VectorError
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.metrics import Metrics
-from gymverse.vector import EnvPool, EnvSession, VectorError
 
 RESERVED_KWARGS = ("seed", "complexity")
 _GONE_MEMORY = 10_000

@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from gymverse.vector.base import VecEnv
-from gymverse.vector.faults import (
+from gymverse.pool.faults import (
     InjectedFault,
-    ReplayLedger,
     StepTimeout,
     WorkerCrashed,
     error_info,
     error_observation,
 )
-from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
+from gymverse.pool.slot import EnvRecipe, EnvSlot, EnvStep, SlotMeta
+from gymverse.vector.base import VecEnv
 from gymverse.vector.worker import RestoreItem
 
 #: Consecutive resets that killed or hung their host after which an env is quarantined: it is never built or
@@ -46,6 +45,49 @@ def split_blocks(n: int, hosts: int) -> list[list[int]]:
         out.append(list(range(start, start + size)))
         start += size
     return out
+
+
+class ReplayLedger:
+    """Parent-side record of each env's current episode (seed, level, actions), enough to rebuild it by replay.
+
+    Keeps references to the actions already sent (no copies); cleared at every episode boundary.
+    """
+
+    def __init__(self, seeds: list[int]) -> None:
+        self.meta = [SlotMeta(s, -1, None, None, False, True) for s in seeds]
+        self.actions: list[list[Any]] = [[] for _ in seeds]
+
+    def after_step(self, index: int, action: Any, meta: Any) -> None:
+        """Record a step result's replay record; the action joins the log only if the episode continued."""
+        old = self.meta[index]
+        if meta.episode == old.episode and meta.replayable and old.replayable:
+            self.actions[index].append(action)
+        else:
+            self.actions[index] = []
+        self.meta[index] = meta if meta.start is not None else meta._replace(start=old.start)
+
+    def after_reset(self, index: int, meta: Any) -> None:
+        """Record an explicit reset."""
+        self.meta[index] = meta if meta.start is not None else meta._replace(start=self.meta[index].start)
+        self.actions[index] = []
+
+    def set_pending(self, index: int, level: int) -> None:
+        """Record a pending complexity level."""
+        self.meta[index] = self.meta[index]._replace(pending=level)
+
+    def record(self, index: int) -> tuple[Any, list[Any]]:
+        """(meta, actions) to restore env `index` as it is now."""
+        return self.meta[index], self.actions[index]
+
+    def culprit_record(self, index: int) -> tuple[Any, list[Any]]:
+        """A record that restores env `index` as a live slot without an env, ready to receive an injected fault."""
+        # An env whose episode had ended was resetting when it failed: it stays ended, so the injected fault fails
+        # that reset instead of failing a step and then running the reset that just crashed once more.
+        return self.meta[index]._replace(replayable=False), []
+
+    def ended(self, index: int) -> bool:
+        """Whether env `index` needs a reset."""
+        return bool(self.meta[index].ended)
 
 
 class HostedVecEnv(VecEnv):

@@ -15,16 +15,12 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.vector.faults import InjectedFault
-from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
+from gymverse.pool.faults import WORKER_ENV_FLAG, InjectedFault
+from gymverse.pool.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
 
 StepItem = tuple[int, Any]
 ResetItem = tuple[int, int | None, InjectedFault | None]
 RestoreItem = tuple[int, SlotMeta, Sequence[Any]]
-
-
-#: Set by process workers and Ray actors; the ``vectest:Crash`` fixture only kills a process that carries it.
-WORKER_ENV_FLAG = "GYMVERSE_VECTOR_WORKER"
 
 
 class WorkerCore:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from gymverse.core import SUCCESS_REWARD
+from gymverse.testing import vectest as vt
 from gymverse.vector import EnvPool, make_vec
-from gymverse.vector import testing as vt
 from gymverse.vector.hosted import HostedVecEnv
 
 count = functools.partial(vt.Count)

@@ -64,46 +64,5 @@ def error_observation(info: dict[str, Any]) -> str:
     return ERROR_OBSERVATION.format(error=info["error"])
 
 
-class ReplayLedger:
-    """Parent-side record of each env's current episode (seed, level, actions), enough to rebuild it by replay.
-
-    Keeps references to the actions already sent (no copies); cleared at every episode boundary.
-    """
-
-    def __init__(self, seeds: list[int]) -> None:
-        from gymverse.vector.slot import SlotMeta
-
-        self.meta = [SlotMeta(s, -1, None, None, False, True) for s in seeds]
-        self.actions: list[list[Any]] = [[] for _ in seeds]
-
-    def after_step(self, index: int, action: Any, meta: Any) -> None:
-        """Record a step result's replay record; the action joins the log only if the episode continued."""
-        old = self.meta[index]
-        if meta.episode == old.episode and meta.replayable and old.replayable:
-            self.actions[index].append(action)
-        else:
-            self.actions[index] = []
-        self.meta[index] = meta if meta.start is not None else meta._replace(start=old.start)
-
-    def after_reset(self, index: int, meta: Any) -> None:
-        """Record an explicit reset."""
-        self.meta[index] = meta if meta.start is not None else meta._replace(start=self.meta[index].start)
-        self.actions[index] = []
-
-    def set_pending(self, index: int, level: int) -> None:
-        """Record a pending complexity level."""
-        self.meta[index] = self.meta[index]._replace(pending=level)
-
-    def record(self, index: int) -> tuple[Any, list[Any]]:
-        """(meta, actions) to restore env `index` as it is now."""
-        return self.meta[index], self.actions[index]
-
-    def culprit_record(self, index: int) -> tuple[Any, list[Any]]:
-        """A record that restores env `index` as a live slot without an env, ready to receive an injected fault."""
-        # An env whose episode had ended was resetting when it failed: it stays ended, so the injected fault fails
-        # that reset instead of failing a step and then running the reset that just crashed once more.
-        return self.meta[index]._replace(replayable=False), []
-
-    def ended(self, index: int) -> bool:
-        """Whether env `index` needs a reset."""
-        return bool(self.meta[index].ended)
+#: Set by process workers and Ray actors; the ``vectest:Crash`` fixture only kills a process that carries it.
+WORKER_ENV_FLAG = "GYMVERSE_VECTOR_WORKER"

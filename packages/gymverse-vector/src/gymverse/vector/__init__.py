@@ -1,15 +1,15 @@
 """Vectorized and async execution of GymVerse envs with per-env fault isolation.
 
 ``make_vec(env_id, num_envs, backend=...)`` builds a `VecEnv` on one of four backends sharing one semantics
-(`gymverse.vector.slot.EnvSlot`), so the same seeds give the same transcripts everywhere:
+(`gymverse.pool.slot.EnvSlot`), so the same seeds give the same transcripts everywhere:
 
 * ``"sync"``: a plain loop in the caller's thread (the reference; fastest for cheap envs).
 * ``"async"``: asyncio; native ``async def astep/areset`` envs are awaited, envs declaring
   ``nonblocking = True`` are stepped inline, other blocking envs run in a bounded pool.
 * ``"process"``: worker processes hosting several envs each; CPU parallelism, crash and hang containment.
-* ``"ray"``: Ray actors (``pip install 'gymverse-core[ray]'``), same containment across a cluster.
+* ``"ray"``: Ray actors (``pip install 'gymverse-vector[ray]'``), same containment across a cluster.
 
-`EnvPool` gives episode-level async sessions for per-episode rollout engines.
+`EnvPool` (episode-level async sessions for per-episode rollout engines) is gymverse-core's `gymverse.pool`.
 """
 
 from __future__ import annotations
@@ -19,20 +19,29 @@ from typing import Any
 
 from gymverse.core import Env
 from gymverse.manifest import expand_env_ids, is_manifest_path, read_manifest
-from gymverse.vector.aio import AsyncVecEnv, declares_nonblocking, is_native_async
-from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
-from gymverse.vector.faults import StepTimeout, VectorError, WorkerCrashed
-from gymverse.vector.pool import (
+
+# The session pool and fault containment live in gymverse-core (gymverse.pool): re-exported for `make_vec` users.
+from gymverse.pool import (
+    AUTORESET_MODES,
     DEFAULT_RESET_TIMEOUT,
     DEFAULT_STEP_TIMEOUT,
     EnvPool,
+    EnvRecipe,
     EnvSession,
+    StepTimeout,
+    VectorError,
+    WorkerCrashed,
+    WrapperFn,
     configure_shared_pool,
+    declares_nonblocking,
+    episode_seed,
+    is_native_async,
     pool_size_for,
     shared_pool,
 )
+from gymverse.vector.aio import AsyncVecEnv
+from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
 from gymverse.vector.process import ProcessVecEnv
-from gymverse.vector.slot import AUTORESET_MODES, EnvRecipe, WrapperFn, episode_seed
 from gymverse.vector.sync import SyncVecEnv
 
 BACKENDS: tuple[str, ...] = ("sync", "async", "process", "ray")

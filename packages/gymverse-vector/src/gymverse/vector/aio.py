@@ -13,43 +13,21 @@ reset that hangs keeps the final step's result and is blamed on its own env.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gymverse._pycompat import timeout as timeout_after
-from gymverse.core import Env
+from gymverse.pool.blocking import BlockingRunner, declares_nonblocking, is_native_async
+from gymverse.pool.faults import InjectedFault, StepTimeout
+from gymverse.pool.slot import EnvRecipe, EnvSlot, EnvStep
 from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
-from gymverse.vector.blocking import BlockingRunner
-from gymverse.vector.faults import InjectedFault, StepTimeout
-from gymverse.vector.slot import EnvRecipe, EnvSlot, EnvStep
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
     from typing_extensions import Unpack
 
 T = TypeVar("T")
-
-
-def is_native_async(env: Env) -> bool:
-    """True when the outermost env object itself defines coroutine ``astep`` and ``areset`` methods.
-
-    Looked up on the type, so a wrapper that only forwards attributes never lets the inner env's coroutines
-    bypass the wrapper's own ``step``.
-    """
-    return inspect.iscoroutinefunction(getattr(type(env), "astep", None)) and inspect.iscoroutinefunction(
-        getattr(type(env), "areset", None)
-    )
-
-
-def declares_nonblocking(env: Env) -> bool:
-    """True when the outermost env's class sets ``nonblocking = True``: its blocking ``step`` is cheap and never waits.
-
-    The async backend then steps it inline on the event loop instead of in a worker thread (a thread hop costs
-    ~100 µs, far more than a cheap step). Looked up on the type: a wrapper must declare it for itself.
-    """
-    return getattr(type(env), "nonblocking", False) is True
 
 
 _NATIVE, _INLINE, _THREAD = 0, 1, 2

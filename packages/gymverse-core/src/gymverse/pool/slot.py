@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+import numpy as np
+
 from gymverse.core import Env, StepResult
 from gymverse.imports import import_object
+from gymverse.pool.faults import InjectedFault, StepTimeout, error_info, error_observation
 from gymverse.registry import RegistryError, spec
-from gymverse.vector.faults import InjectedFault, StepTimeout, error_info, error_observation
 
 AutoresetMode = Literal["next_step", "same_step", "disabled"]
 AUTORESET_MODES: tuple[str, ...] = ("same_step", "next_step", "disabled")
@@ -45,6 +47,22 @@ def episode_seed(base_seed: int, episode: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return (z ^ (z >> 31)) & _SEED_MASK
+
+
+def base_seeds(seed: int | None, n: int) -> list[int]:
+    """Per-env base seeds: ``seed + i``, or fresh entropy when `seed` is None."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy) % (1 << 62)  # type: ignore[arg-type]
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    return [int(seed) + i for i in range(n)]
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    """Validate a per-call timeout: None (no limit) or positive seconds."""
+    if step_timeout is not None and step_timeout <= 0:
+        raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
+    return step_timeout
 
 
 @dataclass(frozen=True)
@@ -73,8 +91,13 @@ class EnvRecipe:
     def build(self) -> Env:
         """Construct the env and apply the wrappers, innermost first."""
         # The env host's module is loaded wherever envs are built for training too, so an env cannot tell
-        # evaluation (hosted in a sandbox) from training by looking for it (see `gymverse.vector.spotcheck`).
-        import gymverse.sandbox.env_host  # noqa: F401
+        # evaluation (hosted in a sandbox) from training by looking for it (see `gymverse.pool.spotcheck`). Without
+        # gymverse-sandbox installed nothing is ever hosted here, so there is nothing to tell apart.
+        try:
+            import gymverse.sandbox.env_host  # noqa: F401
+        except ModuleNotFoundError as err:
+            if not (err.name or "").startswith("gymverse.sandbox"):
+                raise
 
         factory = self.entry_point
         if isinstance(factory, str):

@@ -7,12 +7,12 @@ import functools
 from typing import Any
 
 import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
+import gymverse.testing.vectest  # registers the vectest: envs
 import numpy as np
 import pytest
+from gymverse.testing import vectest as vt
+from gymverse.testing.vectest import Tag
 from gymverse.vector import AsyncVecEnv, declares_nonblocking, make_vec
-from gymverse.vector import testing as vt
-from gymverse.vector.testing import Tag
 
 count = functools.partial(vt.Count)
 faulty = functools.partial(vt.Faulty, fail_rate=0.3, reset_fail_rate=0.3)

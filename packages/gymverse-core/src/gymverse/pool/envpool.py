@@ -21,13 +21,11 @@ from typing import Any
 from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
-from gymverse.vector.aio import declares_nonblocking, is_native_async
-from gymverse.vector.base import base_seeds, check_step_timeout
-from gymverse.vector.batched import BatchedCalls
-from gymverse.vector.blocking import BlockingRunner
-from gymverse.vector.faults import StepTimeout, VectorError
-from gymverse.vector.slot import EnvRecipe, EnvSlot, WrapperFn
-from gymverse.vector.spotcheck import DEFAULT_EVERY, SpotChecks, accepts_known_bad
+from gymverse.pool.batched import BatchedCalls
+from gymverse.pool.blocking import BlockingRunner, declares_nonblocking, is_native_async
+from gymverse.pool.faults import StepTimeout, VectorError
+from gymverse.pool.slot import EnvRecipe, EnvSlot, WrapperFn, base_seeds, check_step_timeout
+from gymverse.pool.spotcheck import DEFAULT_EVERY, SpotChecks, accepts_known_bad
 
 
 class _Limiter:
@@ -128,7 +126,7 @@ class EnvSession:
         return obs, {**info, "complexity": slot.level}
 
     async def _spot_check(self, seed: int | None) -> None:
-        """Play the known-bad answers on a shadow copy of this env (`gymverse.vector.spotcheck`); its failures
+        """Play the known-bad answers on a shadow copy of this env (`gymverse.pool.spotcheck`); its failures
         are the shadow's, never this episode's."""
         slot = self._slot
         # bounded like one call, not a reset plus steps: a shadow that hangs delays this episode by one step's time
@@ -187,7 +185,7 @@ class EnvPool:
 
     Step and reset timeouts are on by default (`DEFAULT_STEP_TIMEOUT`, `DEFAULT_RESET_TIMEOUT`); None disables one.
     Every `spot_check_every`-th episode of an env id (the first included) also plays known-bad answers on a shadow
-    copy of its env (`gymverse.vector.spotcheck`, `flagged`).
+    copy of its env (`gymverse.pool.spotcheck`, `flagged`).
     """
 
     def __init__(
@@ -213,7 +211,7 @@ class EnvPool:
         self._count_lock = threading.Lock()
         self.active = 0
         self.closed = False
-        #: Known-bad-answer spot checks of the sessions' envs (`gymverse.vector.spotcheck`); None/0: off.
+        #: Known-bad-answer spot checks of the sessions' envs (`gymverse.pool.spotcheck`); None/0: off.
         self.spot_checks = SpotChecks(spot_check_every)
 
     def flagged(self) -> dict[str, list[str]]:

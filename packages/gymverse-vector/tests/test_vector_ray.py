@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gymverse.testing import vectest as vt
 from gymverse.vector import make_vec
-from gymverse.vector import testing as vt
 
 count = functools.partial(vt.Count)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from gymverse.actions import ActionFormatError, parse_boxed
 from gymverse.core import SUCCESS_REWARD, Env, EnvMetadata, StepResult, Wrapper
+from gymverse.pool.faults import WORKER_ENV_FLAG
 from gymverse.registry import RegistryError, register
-from gymverse.vector.worker import WORKER_ENV_FLAG
 
 
 class Count(Env):

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
-
 from gymverse.complexity import check_level
-from gymverse.vector.faults import VectorError
-from gymverse.vector.slot import AUTORESET_MODES, AutoresetMode, EnvRecipe, EnvSlot
+from gymverse.pool.faults import VectorError
+from gymverse.pool.slot import AUTORESET_MODES, AutoresetMode, EnvRecipe, EnvSlot, base_seeds, check_step_timeout
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
     from typing_extensions import Unpack
@@ -82,22 +81,6 @@ def check_autoreset(mode: str) -> AutoresetMode:
     if mode not in AUTORESET_MODES:
         raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {mode!r}")
     return mode  # type: ignore[return-value]
-
-
-def base_seeds(seed: int | None, n: int) -> list[int]:
-    """Per-env base seeds: ``seed + i``, or fresh entropy when `seed` is None."""
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy) % (1 << 62)  # type: ignore[arg-type]
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-    return [int(seed) + i for i in range(n)]
-
-
-def check_step_timeout(step_timeout: float | None) -> float | None:
-    """Validate a per-call timeout: None (no limit) or positive seconds."""
-    if step_timeout is not None and step_timeout <= 0:
-        raise ValueError(f"step_timeout must be positive seconds, got {step_timeout}")
-    return step_timeout
 
 
 class VecOptions(TypedDict, total=False):

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gymverse.pool.slot import EnvRecipe, EnvSlot
 from gymverse.vector.base import InProcessVecEnv, VecOptions, VecStepResult, collect_resets
-from gymverse.vector.slot import EnvRecipe, EnvSlot
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
     from typing_extensions import Unpack

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
 from typing import TYPE_CHECKING, Any
 
+from gymverse.pool.faults import InjectedFault, StepTimeout, VectorError, WorkerCrashed
+from gymverse.pool.slot import EnvRecipe, EnvSlot
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
-from gymverse.vector.faults import InjectedFault, StepTimeout, VectorError, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv, Undecodable
-from gymverse.vector.slot import EnvRecipe, EnvSlot
 from gymverse.vector.worker import worker_main
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gymverse.vector.blocking import BlockingRunner
-from gymverse.vector.faults import StepTimeout
+from gymverse.pool.blocking import BlockingRunner
+from gymverse.pool.faults import StepTimeout
 
 #: Seconds a batch may run before its remaining calls spill to another thread.
 SPILL_S = 0.005

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
+import gymverse.testing.vectest  # registers the vectest: envs
 import numpy as np
 import pytest
 from gymverse.core import StepResult
+from gymverse.testing.vectest import Count, Tag
 from gymverse.vector import VectorError, make_vec
-from gymverse.vector.testing import Count, Tag
 
 
 def _acts(rng: np.random.Generator, n: int) -> list[str]:

@@ -1,6 +1,6 @@
 """`RayVecEnv`: envs hosted by Ray actors (several per actor), for when one machine is outgrown.
 
-Ray is imported lazily (install ``gymverse-core[ray]``); a cluster already initialized by the caller is used as is,
+Ray is imported lazily (install ``gymverse-vector[ray]``); a cluster already initialized by the caller is used as is,
 otherwise a local one is started. Each env call is its own actor method call: an actor runs them in submission
 actor has at most one call in flight, so when it dies or stops answering, that call names the env at fault. The
 faulty env's episode ends truncated with ``info["error"]``; the actor is killed and replaced, and its other envs
@@ -21,11 +21,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gymverse.pool.faults import WORKER_ENV_FLAG, InjectedFault, StepTimeout, WorkerCrashed
+from gymverse.pool.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
-from gymverse.vector.faults import InjectedFault, StepTimeout, WorkerCrashed
 from gymverse.vector.hosted import HostedVecEnv, Undecodable
-from gymverse.vector.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
-from gymverse.vector.worker import WORKER_ENV_FLAG, ResetItem, RestoreItem, WorkerCore
+from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
     from typing_extensions import Unpack
@@ -75,7 +75,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as err:
-        raise ImportError("the ray backend needs Ray: pip install 'gymverse-core[ray]'") from err
+        raise ImportError("the ray backend needs Ray: pip install 'gymverse-vector[ray]'") from err
     return ray
 
 

@@ -5,7 +5,7 @@ training give it the same gymverse module names (`EnvRecipe.build` imports the e
 tells remain (the process layout, the trainer's own imports): so now and then a training session plays a known-bad
 answer on a shadow copy of its env, built from the same recipe at the same level and seed, in the same worker
 threads as the session's own env. By the env contract a malformed action never succeeds; an env whose shadow copy
-reports success is flagged (`EnvPool.flagged`, and one warning per env id on the ``gymverse.vector`` logger).
+reports success is flagged (`EnvPool.flagged`, and one warning per env id on the ``gymverse.pool`` logger).
 
 What it cannot see: an env that accepts only *plausible* wrong answers in training, or that tells a shadow copy
 from a live one by something the two do not share (e.g. counting the instances it built).
@@ -17,14 +17,14 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from gymverse.vector.slot import EnvRecipe
+from gymverse.pool.slot import EnvRecipe
 
 #: Answers no env may count as a success: an empty one and an empty ``\boxed{}``.
 KNOWN_BAD_ANSWERS = ("", "\\boxed{}")
 #: A spot check every this many episodes of one env id in one pool (its first episode is checked).
 DEFAULT_EVERY = 64
 
-log = logging.getLogger("gymverse.vector")
+log = logging.getLogger("gymverse.pool")
 
 
 def accepts_known_bad(recipe: EnvRecipe, level: int | None, seed: int | None) -> list[str]:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gymverse._pycompat import timeout as timeout_after
-from gymverse.vector.faults import StepTimeout
+from gymverse.core import Env
+from gymverse.pool.faults import StepTimeout
 
 
 class BlockingRunner:
@@ -69,3 +71,23 @@ def _nothing() -> None:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def is_native_async(env: Env) -> bool:
+    """True when the outermost env object itself defines coroutine ``astep`` and ``areset`` methods.
+
+    Looked up on the type, so a wrapper that only forwards attributes never lets the inner env's coroutines
+    bypass the wrapper's own ``step``.
+    """
+    return inspect.iscoroutinefunction(getattr(type(env), "astep", None)) and inspect.iscoroutinefunction(
+        getattr(type(env), "areset", None)
+    )
+
+
+def declares_nonblocking(env: Env) -> bool:
+    """True when the outermost env's class sets ``nonblocking = True``: its blocking ``step`` is cheap and never waits.
+
+    The async backend then steps it inline on the event loop instead of in a worker thread (a thread hop costs
+    ~100 µs, far more than a cheap step). Looked up on the type: a wrapper must declare it for itself.
+    """
+    return getattr(type(env), "nonblocking", False) is True

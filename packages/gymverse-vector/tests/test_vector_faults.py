@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gymverse.testing import vectest as vt
 from gymverse.vector import make_vec
-from gymverse.vector import testing as vt
 
 faulty = functools.partial(vt.Faulty)
 hang = functools.partial(vt.Hang)
