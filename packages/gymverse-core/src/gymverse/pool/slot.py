@@ -15,6 +15,8 @@ continues), which is what lets a lost env be rebuilt exactly by replaying its ep
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 import math
 import numbers
 import signal
@@ -65,6 +67,24 @@ def check_step_timeout(step_timeout: float | None) -> float | None:
     return step_timeout
 
 
+#: Entry-point group of the modules that host envs elsewhere (gymverse-sandbox's env host): see
+#: `load_env_host_modules`.
+ENV_HOST_GROUP = "gymverse.env_hosts"
+
+
+@functools.cache
+def load_env_host_modules() -> tuple[str, ...]:
+    """Import the env-hosting modules installed packages register (group ``gymverse.env_hosts``); their names.
+
+    Every env built for training runs next to them, so an env cannot tell evaluation (hosted in a sandbox) from
+    training by looking for them in ``sys.modules`` (see `gymverse.pool.spotcheck`). Core names no host itself.
+    """
+    eps = sorted(importlib.metadata.entry_points(group=ENV_HOST_GROUP), key=lambda ep: ep.name)
+    for ep in eps:
+        ep.load()
+    return tuple(ep.value for ep in eps)
+
+
 @dataclass(frozen=True)
 class EnvRecipe:
     """A picklable description of how to build one env (resolved in the parent, so workers need no registry)."""
@@ -90,14 +110,7 @@ class EnvRecipe:
 
     def build(self) -> Env:
         """Construct the env and apply the wrappers, innermost first."""
-        # The env host's module is loaded wherever envs are built for training too, so an env cannot tell
-        # evaluation (hosted in a sandbox) from training by looking for it (see `gymverse.pool.spotcheck`). Without
-        # gymverse-sandbox installed nothing is ever hosted here, so there is nothing to tell apart.
-        try:
-            import gymverse.sandbox.env_host  # noqa: F401
-        except ModuleNotFoundError as err:
-            if not (err.name or "").startswith("gymverse.sandbox"):
-                raise
+        load_env_host_modules()
 
         factory = self.entry_point
         if isinstance(factory, str):

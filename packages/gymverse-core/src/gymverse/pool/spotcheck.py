@@ -1,11 +1,12 @@
 """Spot checks in training: does an env accept a known-bad answer when it is not being evaluated?
 
 An env could behave while it is evaluated (hosted in a sandbox) and accept any answer in training. Evaluation and
-training give it the same gymverse module names (`EnvRecipe.build` imports the env host's module too), but other
-tells remain (the process layout, the trainer's own imports): so now and then a training session plays a known-bad
-answer on a shadow copy of its env, built from the same recipe at the same level and seed, in the same worker
-threads as the session's own env. By the env contract a malformed action never succeeds; an env whose shadow copy
-reports success is flagged (`EnvPool.flagged`, and one warning per env id on the ``gymverse.pool`` logger).
+training give it the same gymverse module names (`EnvRecipe.build` imports the env host's module too:
+`gymverse.pool.slot.load_env_host_modules`), but other tells remain (the process layout, the trainer's own
+imports): so now and then a training session plays a known-bad answer on a shadow copy of its env, built from the
+same recipe at the same level and seed, in the same worker threads as the session's own env. By the env contract
+a malformed action never succeeds; an env whose shadow copy reports success is flagged (`EnvPool.flagged`, and
+one warning per env id on the ``gymverse.pool`` logger).
 
 What it cannot see: an env that accepts only *plausible* wrong answers in training, or that tells a shadow copy
 from a live one by something the two do not share (e.g. counting the instances it built).
