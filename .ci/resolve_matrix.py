@@ -46,9 +46,23 @@ PLATFORM = "x86_64-manylinux_2_35"
 SIMPLE = "https://pypi.org/simple"
 SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-Dist, Requires-Python
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
-WORKSPACE_MEMBERS = ("gymverse-core", "gymverse-synth", "gymverse-train", "gymverse", "gymverse-adapter-verl")
+WORKSPACE_MEMBERS = (
+    "gymverse-core",
+    "gymverse-sandbox",
+    "gymverse-server",
+    "gymverse-viewer",
+    "gymverse-vector",
+    "gymverse-synth",
+    "gymverse-train",
+    "gymverse",
+    "gymverse-adapter-verl",
+)
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
+    "gymverse-sandbox": "packages/gymverse-sandbox",
+    "gymverse-server": "packages/gymverse-server",
+    "gymverse-viewer": "packages/gymverse-viewer",
+    "gymverse-vector": "packages/gymverse-vector",
     "gymverse-synth": "packages/gymverse-synth",
     "gymverse-train": "packages/gymverse-train",
     "gymverse": "packages/gymverse",
@@ -90,7 +104,7 @@ FRAMEWORKS = (
     # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
     Framework(
         "gymverse", "", "", (),
-        ("gymverse", "gymverse-core[server,ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
+        ("gymverse", "gymverse-core[ray,mcp,search]", "gymverse-vector[ray]", "gymverse-synth[local,eval,seeds]",
          "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),

@@ -55,7 +55,7 @@ def agentgym_style_app(env_id: str = ENV_ID, complexity: int | None = COMPLEXITY
     """
     env_kwargs = {} if complexity is None else {"complexity": complexity}
     import gymverse
-    import gymverse.vector.testing
+    import gymverse.testing.vectest
     from fastapi import FastAPI
     from pydantic import BaseModel
 
@@ -402,7 +402,7 @@ def serve_gymverse(port: int) -> subprocess.Popen[bytes]:
         "--port",
         str(port),
         "--import",
-        "gymverse.vector.testing",
+        "gymverse.testing.vectest",
         "--envs",
         "vectest",
         "--log-level",
@@ -482,7 +482,7 @@ def main() -> None:
             access_log=False,
         )
         return
-    import gymverse.vector.testing  # noqa: F401
+    import gymverse.testing.vectest  # noqa: F401
     from rich.console import Console
     from rich.table import Table
 

@@ -34,9 +34,9 @@ from typing import Any
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")  # before Ray is imported: start workers directly
 
 import gymverse
-import gymverse.vector.testing
+import gymverse.testing.vectest
+from gymverse.testing.vectest import calibrate_iterations
 from gymverse.vector import make_vec
-from gymverse.vector.testing import calibrate_iterations
 from rich.console import Console
 from rich.table import Table
 
@@ -161,7 +161,7 @@ def start_times(cores: int) -> dict[str, float]:
 GEM_SCRIPT = r'''
 import json, sys, time
 import gymverse
-import gymverse.vector.testing
+import gymverse.testing.vectest
 from gem.core import Env
 from gem.vector.sync_vector_env import SyncVectorEnv
 from gem.vector.async_vector_env import AsyncVectorEnv

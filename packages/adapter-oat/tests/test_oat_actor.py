@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import gymverse.vector.testing  # noqa: F401  (registers the vectest: envs)
+import gymverse.testing.vectest  # noqa: F401  (registers the vectest: envs)
 import pytest
 from gymverse.failures import GenerationError
-from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT, shared_pool
+from gymverse.pool import DEFAULT_STEP_TIMEOUT, shared_pool
 from gymverse_oat.actor import GymVerseActor
 from gymverse_oat.cli import parse_args
 

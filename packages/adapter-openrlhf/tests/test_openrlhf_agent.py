@@ -12,11 +12,11 @@ from typing import Any
 import gymverse
 import pytest
 from gymverse.envs.game.guess_number import GuessTheNumber
+from gymverse.pool import shared_pool
 from gymverse.registry import deregister, register
 from gymverse.rollout.batch import EpisodeRecord
 from gymverse.rollout.dataset import EpisodeSpec, episode_specs
 from gymverse.testing import tiny_tokenizer
-from gymverse.vector import shared_pool
 from gymverse_openrlhf.agent_func import AgentExecutor
 from gymverse_openrlhf.cli import initial_observation
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
@@ -238,8 +238,8 @@ def test_hung_env_with_default_settings_ends_within_the_step_timeout(
     tokenizer: Any, engine_cls: Any, sampling_params: Any
 ) -> None:
     """`vectest:Hang` blocks 60 s at its second step; the default 30 s step timeout voids the episode."""
-    import gymverse.vector.testing  # noqa: F401  (registers vectest:)
-    from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT
+    import gymverse.testing.vectest  # noqa: F401  (registers vectest:)
+    from gymverse.pool import DEFAULT_STEP_TIMEOUT
 
     engine = engine_cls(tokenizer, [r"\boxed{1}"] * 5)
     started = time.monotonic()

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-import gymverse.vector.testing  # noqa: F401  (registers the vectest: envs)
+import gymverse.testing.vectest  # noqa: F401  (registers the vectest: envs)
 import gymverse_rl2.episodes as episodes
 import numpy as np
 import pytest

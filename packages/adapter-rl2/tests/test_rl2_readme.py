@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import gymverse.vector.testing  # noqa: F401  (registers the vectest: envs)
+import gymverse.testing.vectest  # noqa: F401  (registers the vectest: envs)
 import gymverse_rl2.episodes as episodes
 import pytest
 import torch

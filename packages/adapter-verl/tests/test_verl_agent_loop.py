@@ -253,8 +253,8 @@ def test_hung_env_ends_its_episode_within_the_default_step_timeout(kit: Any, tok
     ends void (env_error) after the timeout, on the agent loop's real session path, and the other episode is fine."""
     import time
 
-    import gymverse.vector.testing  # noqa: F401  (registers vectest:*)
-    from gymverse.vector.pool import DEFAULT_STEP_TIMEOUT, shared_pool
+    import gymverse.testing.vectest  # noqa: F401  (registers vectest:*)
+    from gymverse.pool import DEFAULT_STEP_TIMEOUT, shared_pool
 
     server = kit.ScriptedServer(tokenizer, policy=lambda _: "\\boxed{1}")
     start = time.monotonic()

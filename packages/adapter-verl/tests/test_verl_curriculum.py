@@ -79,7 +79,7 @@ def test_settings_are_core_curriculum_options_under_one_spelling(kit: Any) -> No
     """``+gymverse.<knob>`` on verl's command line gives core's `CurriculumOptions` (one name per knob, typed by
     Hydra or quoted strings); the old spellings and typos are refused naming the key; timeouts default to core's."""
     from gymverse.curriculum import CurriculumOptions
-    from gymverse.vector.pool import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT
+    from gymverse.pool import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT
     from gymverse_verl.settings import GymVerseSettings
 
     base = [o for o in kit.readme_overrides() if "gymverse." not in o]

@@ -142,7 +142,7 @@ def test_parity_batch_covers_the_policy_and_its_expectations() -> None:
 
 
 def _session() -> InProcessSession:
-    import gymverse.vector.testing  # noqa: F401
+    import gymverse.testing.vectest  # noqa: F401
 
     return InProcessSession.make("vectest:Count")
 
@@ -185,8 +185,8 @@ def test_generation_failures_end_only_their_episode() -> None:
 
 
 def test_a_hung_reset_ends_with_reset_error_at_the_reset_timeout() -> None:
-    import gymverse.vector.testing  # noqa: F401
-    from gymverse.vector import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT, EnvPool
+    import gymverse.testing.vectest  # noqa: F401
+    from gymverse.pool import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT, EnvPool
 
     assert EnvPool().step_timeout == DEFAULT_STEP_TIMEOUT and EnvPool().reset_timeout == DEFAULT_RESET_TIMEOUT
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from gymverse.curriculum import ComplexityController, CurriculumState, StepwiseHorizon
+from gymverse.pool import EnvPool, EnvSession, configure_shared_pool, shared_pool
 from gymverse.rollout import (
     Generation,
     InProcessSession,
@@ -19,7 +20,6 @@ from gymverse.rollout import (
     text_generate,
 )
 from gymverse.trajectory import EpisodeTokens
-from gymverse.vector import EnvPool, EnvSession, configure_shared_pool, shared_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""`gymverse.testing` (tiny tokenizers and models for tests) and `gymverse.cli.dataset` (the adapters' make-dataset)."""
+"""`gymverse.testing` (tiny tokenizers and models for tests) and `gymverse.make_dataset` (adapters' make-dataset)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gymverse
 import pytest
-from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
+from gymverse.make_dataset import add_dataset_arguments, run_dataset_writer
 from gymverse.testing import FAMILIES, TEMPLATES_PATH, chat_template
 
 

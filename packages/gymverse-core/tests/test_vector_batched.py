@@ -12,8 +12,8 @@ import gymverse
 import numpy as np
 import pytest
 from gymverse.core import StepResult
-from gymverse.vector import EnvPool
-from gymverse.vector import testing as vt
+from gymverse.pool import EnvPool
+from gymverse.testing import vectest as vt
 
 
 class Liar(vt.Count):

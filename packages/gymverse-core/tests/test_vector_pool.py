@@ -6,9 +6,9 @@ import asyncio
 import threading
 
 import gymverse
-import gymverse.vector.testing  # registers the vectest: envs
+import gymverse.testing.vectest  # registers the vectest: envs
 import pytest
-from gymverse.vector import EnvPool, VectorError
+from gymverse.pool import EnvPool, VectorError
 
 
 async def _play(pool: EnvPool, env_id: str, seed: int, **kwargs: object) -> list[str]:
@@ -161,11 +161,11 @@ def test_a_forked_child_gets_its_own_shared_pool() -> None:
     # pool whose worker threads exist only in the parent: the child's episodes would wait forever.
     import multiprocessing
 
+    from gymverse.pool import shared_pool
     from gymverse.rollout import open_session
-    from gymverse.vector import shared_pool
 
     async def one_reset() -> str:
-        import gymverse.vector.testing  # noqa: F401
+        import gymverse.testing.vectest  # noqa: F401
 
         async with await open_session("vectest:Count", seed=1) as session:
             obs, _ = await session.reset(seed=1)
@@ -191,7 +191,7 @@ def _reset_in_child() -> str:
 
 
 def test_replace_closes_the_shared_pool_and_applies_new_limits() -> None:
-    from gymverse.vector import configure_shared_pool, shared_pool
+    from gymverse.pool import configure_shared_pool, shared_pool
 
     old = shared_pool()
     limits = (old.max_concurrency, old.step_timeout, old.reset_timeout)

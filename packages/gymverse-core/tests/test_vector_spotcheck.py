@@ -15,7 +15,7 @@ from typing import Any
 import gymverse
 import pytest
 from gymverse.core import Env, EnvMetadata, StepResult
-from gymverse.vector import EnvPool
+from gymverse.pool import EnvPool
 
 #: Accepts every answer unless the env host's module is loaded (which it takes for "I am being evaluated").
 WATCHED_ONLY = r"""
@@ -46,7 +46,7 @@ TRAINING = r"""
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1])
 import gymverse
-from gymverse.vector import EnvPool
+from gymverse.pool import EnvPool
 
 gymverse.register("sectest:WatchedOnly", "watched_only:WatchedOnly")
 
@@ -110,7 +110,7 @@ def test_a_training_session_spot_check_flags_an_env_that_accepts_a_known_bad_ans
                 await s.reset()
                 await s.step("\\boxed{1}")
 
-    with caplog.at_level(logging.WARNING, logger="gymverse.vector"), EnvPool(2, spot_check_every=2) as pool:
+    with caplog.at_level(logging.WARNING, logger="gymverse.pool"), EnvPool(2, spot_check_every=2) as pool:
         asyncio.run(main(pool))
     assert pool.flagged() == {cheat_id: ["", "\\boxed{}"]}
     assert pool.spot_checks.checked[cheat_id] == 2  # episodes 1 and 3 of 3

@@ -16,7 +16,7 @@ pytest.importorskip("fastapi")
 @pytest.fixture
 def serve() -> Iterator[Any]:
     """``serve(**ServerConfig fields)``: a real HTTP env server on 127.0.0.1; all stop after the test."""
-    import gymverse.vector.testing  # noqa: F401 - registers vectest:Faulty, an env whose steps fail
+    import gymverse.testing.vectest  # noqa: F401 - registers vectest:Faulty, an env whose steps fail
     from gymverse.server import EnvServer, ServerConfig
 
     started: list[Any] = []

@@ -14,9 +14,9 @@ from typing import Any
 import vllm
 from gymverse.curriculum import CurriculumState
 from gymverse.failures import GenerationError
+from gymverse.pool import configure_shared_pool, pool_size_for
 from gymverse.rollout import BatchedGenerate, Generation, open_session, renderer_for, run_episode
 from gymverse.trajectory import Trajectory
-from gymverse.vector.pool import configure_shared_pool, pool_size_for
 from oat.algorithms.ppo_multiturn import PPOMultiTurnActor
 
 from gymverse_oat.args import GymVerseArgs

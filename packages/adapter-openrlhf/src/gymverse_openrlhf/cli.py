@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Sequence
 
-from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
+from gymverse.make_dataset import add_dataset_arguments, run_dataset_writer
 
 INPUT_KEY, LABEL_KEY = "prompt", "label"
 

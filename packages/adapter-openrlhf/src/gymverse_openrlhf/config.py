@@ -64,7 +64,7 @@ def split_argv(argv: Sequence[str]) -> tuple[GymVerseConfig, list[str]]:
 
 def with_openrlhf(cfg: GymVerseConfig, args: Any) -> GymVerseConfig:
     """`cfg` with what OpenRLHF's parsed arguments decide: the checkpoint folder, the session pool's size."""
-    from gymverse.vector.pool import pool_size_for
+    from gymverse.pool import pool_size_for
 
     rollout = args.rollout
     episodes = (rollout.vllm_generate_batch_size or rollout.batch_size) * rollout.n_samples_per_prompt

@@ -13,12 +13,12 @@ from typing import Any
 
 from gymverse.curriculum.service import CurriculumService
 from gymverse.failures import GenerationError
+from gymverse.pool import configure_shared_pool
 from gymverse.registry import check_env_ids
 from gymverse.rollout import Generation, open_session, renderer_for, run_episode
 from gymverse.rollout.batch import EpisodeRecord
 from gymverse.rollout.dataset import EpisodeSpec
 from gymverse.trajectory import Trajectory
-from gymverse.vector import configure_shared_pool
 from openrlhf.utils.agent import AgentExecutorBase
 
 from gymverse_openrlhf.config import ENV_VAR, GymVerseConfig

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
+from gymverse.make_dataset import add_dataset_arguments, run_dataset_writer
 from gymverse.rollout import episode_specs
 
 

@@ -12,8 +12,8 @@ from typing import Any
 from gymverse.curriculum import CurriculumState
 from gymverse.curriculum.options import KNOBS, CurriculumOptions, parse_value
 from gymverse.curriculum.service import CurriculumService, LocalCurriculum
+from gymverse.pool import configure_shared_pool
 from gymverse.rollout import EpisodeRecord
-from gymverse.vector.pool import configure_shared_pool
 
 PREFIX = "gymverse."
 OWN = ("perpo", "max_response_tokens", "system_prompt")

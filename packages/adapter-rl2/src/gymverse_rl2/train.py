@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse.vector.pool import pool_size_for
+from gymverse.pool import pool_size_for
 
 from gymverse_rl2.settings import Settings, split_argv
 

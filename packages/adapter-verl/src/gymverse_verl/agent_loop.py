@@ -18,10 +18,10 @@ from typing import Any
 from uuid import uuid4
 
 from gymverse.curriculum import CurriculumService, RayCurriculum, run_scoped_name
+from gymverse.pool import configure_shared_pool, pool_size_for
 from gymverse.rollout import EpisodeRecord, EpisodeSpec, Generation, GenerationError, open_session, renderer_for
 from gymverse.rollout import run_episode as play
 from gymverse.trajectory import Trajectory
-from gymverse.vector.pool import configure_shared_pool, pool_size_for
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
 

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gymverse.cli.dataset import add_dataset_arguments, run_dataset_writer
+from gymverse.make_dataset import add_dataset_arguments, run_dataset_writer
 from gymverse.rollout import episode_specs
 
 from gymverse_verl import AGENT_NAME

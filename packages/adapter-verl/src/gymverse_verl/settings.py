@@ -15,7 +15,7 @@ from gymverse.curriculum import CurriculumOptions, RayCurriculum, run_scoped_nam
 from gymverse.curriculum.options import KNOBS, parse_value
 from gymverse.curriculum.service import DEFAULT_NAMESPACE
 from gymverse.perpo import DEFAULT_EPS
-from gymverse.vector.pool import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT
+from gymverse.pool import DEFAULT_RESET_TIMEOUT, DEFAULT_STEP_TIMEOUT
 
 from gymverse_verl import ADV_ESTIMATOR, CURRICULUM_ACTOR, TRAINER_MODE
 

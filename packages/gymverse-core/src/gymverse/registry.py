@@ -67,6 +67,11 @@ class EnvSpec:
         try:
             factory: EnvFactory = import_object(self.entry_point)
         except ImportError as err:
+            missing = getattr(err.__cause__, "name", None) or ""  # import_object's cause: the module not found
+            if self.entry_point == REMOTE_ENTRY_POINT and missing.startswith("gymverse.client"):
+                raise RegistryError(
+                    f"{self.id}: remote env ids need the HTTP client: pip install gymverse-server"
+                ) from err
             raise RegistryError(f"{self.id}: {err}") from err
         return factory
 

@@ -78,7 +78,7 @@ class AgentGymEnv(Env):
         rule = parse_success_rule(success_rule)
         if not isinstance(rule, RewardRule):
             raise ValueError(f"success_rule must be a reward rule such as 'reward>=1', got {success_rule!r}")
-        from gymverse.client.http import RemoteClient  # needs httpx: gymverse-core[server]
+        from gymverse.client.http import RemoteClient  # the HTTP client: gymverse-server
 
         self.url = url.rstrip("/")
         self.dialect: Dialect = dialect

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from gymverse.cli import positive_int_arg as _positive
+from gymverse.command_line import positive_int_arg as _positive
 from gymverse.text import plural
 
 from gymverse_synth.spec import CORE_DOMAINS, DOMAINS, normalize_domain

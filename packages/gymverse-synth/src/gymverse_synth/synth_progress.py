@@ -6,7 +6,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gymverse.cli.progress import JobProgress
+from gymverse.progress import JobProgress
 from gymverse.text import plural
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class ProgressView:
     """Progress over seeds showing how many are running, accepted and rejected (a no-op when disabled).
 
-    A live bar on a terminal; in a log, a plain line now and then (see `gymverse.cli.progress.JobProgress`).
+    A live bar on a terminal; in a log, a plain line now and then (see `gymverse.progress.JobProgress`).
     """
 
     def __init__(self, total: int, *, enabled: bool = True, console: Console | None = None) -> None:

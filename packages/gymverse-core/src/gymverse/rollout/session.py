@@ -7,9 +7,9 @@ A session is one env slot with an async episode API, the same shape everywhere:
 * ``await step(text)`` -> ``(observation, reward, terminated, truncated, info)``.
 * ``await close()``: free the slot (idempotent); sessions are async context managers too.
 
-`gymverse.vector.EnvSession` (pool sessions: thread pool, step timeouts, fault isolation) and `InProcessSession`
+`gymverse.pool.EnvSession` (pool sessions: thread pool, step timeouts, fault isolation) and `InProcessSession`
 (a local `Env`, e.g. for evaluation) both implement it. Adapters open pool sessions with `open_session`, which
-uses the process-wide pool (`gymverse.vector.shared_pool`, limits set once with `configure_shared_pool`).
+uses the process-wide pool (`gymverse.pool.shared_pool`, limits set once with `configure_shared_pool`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from gymverse.core import Env
 
 if TYPE_CHECKING:
-    from gymverse.vector.pool import EnvSession
+    from gymverse.pool import EnvSession
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ async def open_session(
 
     Waits while the pool's ``max_concurrency`` sessions are open. Close it (``async with``) to free the slot.
     """
-    from gymverse.vector.pool import shared_pool
+    from gymverse.pool import shared_pool
 
     try:
         return await shared_pool().session(env_id, seed=seed, complexity=complexity, **env_kwargs)

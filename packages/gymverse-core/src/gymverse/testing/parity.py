@@ -25,8 +25,8 @@ from gymverse.rollout.batch import EpisodeBatch
 from gymverse.rollout.episode import Generation, run_episode
 from gymverse.rollout.render import PlainRenderer
 from gymverse.rollout.session import InProcessSession
+from gymverse.testing import vectest as _fixtures  # noqa: F401 - registers the vectest: envs the batch plays
 from gymverse.trajectory import Trajectory
-from gymverse.vector import testing as _fixtures  # noqa: F401 - registers the vectest: envs the batch plays
 
 RENDERER = PlainRenderer()
 Policy = Callable[[str, int], str | None]  # (prompt text, turn) -> reply text, None: the server aborts
@@ -99,7 +99,7 @@ def _generate(policy: Policy) -> Callable[[list[int], int | None], Awaitable[Gen
 
 
 async def _play(case: ParityCase, index: int) -> Trajectory:
-    import gymverse.vector.testing  # noqa: F401  (registers the vectest: envs)
+    import gymverse.testing.vectest  # noqa: F401  (registers the vectest: envs)
 
     session = InProcessSession.make(case.env_id, **case.env_kwargs)
     async with session:

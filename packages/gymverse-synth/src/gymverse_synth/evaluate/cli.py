@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gymverse.cli import positive_int_arg as _positive
-from gymverse.cli import seconds_arg as _seconds
+from gymverse.command_line import positive_int_arg as _positive
+from gymverse.command_line import seconds_arg as _seconds
 
 DEFAULT_OUT = "gymverse-eval"
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -146,7 +146,7 @@ INTERRUPTED = 130
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation described by `args`; exit code 0 all envs pass, 1 some env fails, 2 bad input."""
-    from gymverse.cli.progress import JobProgress
+    from gymverse.progress import JobProgress
     from rich.console import Console
 
     from gymverse_synth.evaluate.report import write_report

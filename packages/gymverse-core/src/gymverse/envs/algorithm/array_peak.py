@@ -23,7 +23,7 @@ class HiddenArrayPeak(CommandEnv):
     Complexity: array length 16 -> 4096 and slack 4 -> 0.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

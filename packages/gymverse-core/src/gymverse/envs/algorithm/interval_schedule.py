@@ -35,7 +35,7 @@ class IntervalScheduling(CommandEnv):
     Complexity: more intervals (8 -> 80) over a longer horizon, less slack.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

@@ -39,7 +39,7 @@ class HiddenGraphShortestPath(CommandEnv):
     Complexity: more nodes, denser graphs, heavier weights, targets deeper in distance order, less slack.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

@@ -46,7 +46,7 @@ class TopologicalSchedule(CommandEnv):
     Complexity: more tasks (8 -> 60), deeper chains (2 -> 8 layers), more prerequisites per task, less slack.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

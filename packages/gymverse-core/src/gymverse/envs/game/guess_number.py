@@ -15,7 +15,7 @@ class GuessTheNumber(Env):
     Complexity widens the range and tightens the turn budget relative to log2(range).
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

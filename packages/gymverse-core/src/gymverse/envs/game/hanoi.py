@@ -45,7 +45,7 @@ class TowerOfHanoi(Env):
     ``slack``; the oracle plays the optimal solution.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

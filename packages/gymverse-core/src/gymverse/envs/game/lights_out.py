@@ -71,7 +71,7 @@ class LightsOut(Env):
     ``presses`` distinct random cells of a dark board; the oracle solves the GF(2) system for a minimum press set.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

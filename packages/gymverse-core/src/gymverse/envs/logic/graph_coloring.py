@@ -22,7 +22,7 @@ class GraphColoring(ConstraintPuzzle):
     ``nodes + 1 + slack``. The oracle writes the planted coloring.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

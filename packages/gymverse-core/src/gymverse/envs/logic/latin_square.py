@@ -49,7 +49,7 @@ class LatinSquare(ConstraintPuzzle):
     removes givens; the budget is the number of empty cells + 1 + ``slack``. The oracle writes a hidden solution.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

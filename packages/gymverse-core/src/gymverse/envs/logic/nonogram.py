@@ -36,7 +36,7 @@ class Nonogram(ConstraintPuzzle):
     line writes. The oracle writes the hidden picture row by row.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

@@ -26,7 +26,7 @@ class BankTransfers(CommandEnv):
     Complexity: more accounts (3 -> 12), a smaller per-transfer cap (200 -> 25, so more transfers), less slack.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

@@ -30,7 +30,7 @@ class FileTrail(CommandEnv):
     Complexity: longer trails (1 -> 8 links), more indirect links, more directories and decoys, less slack.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

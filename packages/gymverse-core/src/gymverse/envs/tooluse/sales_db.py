@@ -35,7 +35,7 @@ class SalesDatabase(CommandEnv):
     The turn budget is the oracle's plan (schema look-ups included) plus a slack shrinking from 6 to 1.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(

@@ -39,7 +39,7 @@ class UnitConversion(CommandEnv):
     shrinks from 6 to 1. Complexity: more units (5 -> 22), longer chains (1 -> 6 hops), more cross links.
     """
 
-    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.vector.batched`).
+    #: Pure Python, microseconds per step: pool sessions batch its calls (`gymverse.pool.batched`).
     nonblocking = True
 
     metadata = EnvMetadata(
