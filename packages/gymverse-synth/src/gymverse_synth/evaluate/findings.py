@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymverse.checker._support import short
+
 DEFECT, WARNING = "defect", "warning"
 #: A constant answer is degenerate when its lower bound reaches this and it beats random play by the margin.
 CONSTANT_MIN_RATE = 0.5
@@ -178,11 +180,19 @@ def _wrong_answers(f: Findings, probes: Mapping[str, Any]) -> None:
     if wrong.get("instances", 0) >= WRONG_ANSWER_MIN_INSTANCES:
         ex = wrong["examples"][0]
         a, b = ex["actions"][:2]
+        d = ex.get("differ")
+        if d:  # the evidence that they are two answers: where the env treated them differently
+            why = f"the env tells them apart at level {d['level']} seed {d['seed']}, step {d['at']}: "
+            why += f"{short(d['values'][0])} != {short(d['values'][1])}"
+        else:
+            why = "the env rejected neither on any instance"
         f.add(
             "accepts_wrong_answers",
-            f"accepts wrong answers: {a} and {b} both succeed at level {ex['level']} seed {ex['seed']} "
-            f"({wrong['instances']} of {wrong['of']} probed instances have two different winning answers)",
+            f"accepts wrong answers: {a} and {b} both succeed at level {ex['level']} seed {ex['seed']}, but are not "
+            f"one answer ({why}); {wrong['instances']} of {wrong['of']} probed instances have two different "
+            "winning answers",
             level=ex["level"], seed=ex["seed"], actions=[a, b], instances=wrong["instances"], of=wrong["of"],
+            differ=d,
         )  # fmt: skip
 
 

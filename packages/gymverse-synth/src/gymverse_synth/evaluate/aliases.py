@@ -1,0 +1,130 @@
+r"""When two constant answers are one answer: judged by how the env treats them, never by their text.
+
+An env may read ``\boxed{zero}`` as ``\boxed{0}`` (one answer, two spellings) or ``\boxed{a}`` apart from
+``\boxed{A}`` (two answers); no text rule knows which. The probe already has each constant's whole episode on
+every instance (the batched constants request returns the transcripts), so it records what each step did as data
+(`step_outcome`) and `Outcomes` decides: two answers are one when the env treated them identically on every
+instance where both were played (same rewards, end flags, success, format errors and next observations) and lost
+on one of them. "Both lead to the same next state" alone cannot tell an alias from an env
+that accepts a wrong answer (both end solved there); the other instances can: a wrong answer accepted on one
+instance behaves differently from the right one on another. Answers the env never rejects give no such evidence,
+so they stay distinct.
+
+Observations are compared with the two answers' own text blanked out (as a whole token, in both), so an env that
+echoes the answer (``you said answer 0``) does not make two spellings differ, while a hint that depends on the
+answer (``comes after A`` / ``comes before a``) does. That blanking matches strings the evaluator wrote; nothing
+the env says is interpreted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gymverse.checker._support import differ_at
+
+#: An instance of an env: (level, seed).
+Instance = tuple[int, int]
+#: Longer observations are kept as a digest: compared exactly, but not blanked.
+OBS_KEPT = 2000
+#: What an answer's own text becomes in an observation before two are compared.
+BLANK = "<answer>"
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def step_outcome(res: Any) -> dict[str, Any]:
+    """What one step did, as data: next observation, reward, end flags, success, and the env's format error."""
+    obs = str(res.observation)
+    if len(obs) > OBS_KEPT:
+        obs = "#" + hashlib.blake2b(obs.encode(), digest_size=16).hexdigest()
+    info = res.info if isinstance(res.info, dict) else {}
+    return {"observation": obs, "reward": round(float(res.reward), 9), "terminated": bool(res.terminated),
+            "truncated": bool(res.truncated), "success": info.get("success") is True,
+            "format_error": info.get("format_error") is True}  # fmt: skip
+
+
+def _blanker(actions: Iterable[str]) -> re.Pattern[str]:
+    """A pattern matching the actions and their boxed text as whole tokens, longest first."""
+    texts: set[str] = set()
+    for action in actions:
+        texts.add(action)
+        m = _BOXED.search(action)
+        if m and m.group(1).strip():
+            texts.add(m.group(1).strip())
+    alternatives = "|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
+
+
+def _blanked(steps: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
+    return [{**s, "observation": pattern.sub(BLANK, s["observation"])} for s in steps]
+
+
+class Outcomes:
+    """Each constant answer's episode on each instance ``(level, seed)``: its steps (`step_outcome`) and whether
+    it won; which winning answers are one answer to the env (`wrong_wins`)."""
+
+    def __init__(self) -> None:
+        self.played: dict[str, dict[Instance, tuple[list[dict[str, Any]], bool]]] = {}
+        self._judged: dict[frozenset[str], bool] = {}
+
+    def add(self, action: str, instance: Instance, steps: list[dict[str, Any]], won: bool) -> None:
+        """Record one finished episode (not one that crashed or hung: it says nothing of the answer's meaning)."""
+        self.played.setdefault(action, {})[instance] = (steps, won)
+        self._judged.clear()
+
+    def _differ(self, a: str, b: str, inst: Instance, blank: re.Pattern[str]) -> tuple[str, Any, Any] | None:
+        """Where the env treated `a` and `b` differently on `inst`: a structured field first, then the text."""
+        sa, sb = self.played[a][inst][0], self.played[b][inst][0]
+        plain = differ_at([{**s, "observation": ""} for s in sa], [{**s, "observation": ""} for s in sb])
+        return plain or differ_at(_blanked(sa, blank), _blanked(sb, blank))
+
+    def difference(self, a: str, b: str) -> dict[str, Any] | None:
+        """The first instance both answers were played on where the env treated them differently: its level and
+        seed, the exact step and field, and both values; None when it treated them alike everywhere."""
+        blank = _blanker((a, b))
+        for inst in sorted(self.played.get(a, {}).keys() & self.played.get(b, {}).keys()):
+            found = self._differ(a, b, inst, blank)
+            if found is not None:
+                where, x, y = found
+                return {"level": inst[0], "seed": inst[1], "at": where, "values": [x, y]}
+        return None
+
+    def rejects(self, a: str, b: str) -> bool:
+        """Has the env shown it can turn down what `a` and `b` say: did they lose on an instance both were played
+        on? An answer never rejected cannot be told from a wrong one the env accepts (nor, in an env whose answer
+        never changes, from the right one: then a constant wins, a defect either way), so it is never excused."""
+        mine = self.played.get(a, {})
+        return any(not mine[i][1] for i in mine.keys() & self.played.get(b, {}).keys())
+
+    def one_answer(self, a: str, b: str) -> bool:
+        """`a` and `b` are one answer to the env: it treated them identically on every instance where both were
+        played, and has shown it can reject what they say (`rejects`)."""
+        if a == b:
+            return True
+        pair = frozenset((a, b))
+        if pair not in self._judged:  # an env that accepts anything asks this of every pair on every instance
+            self._judged[pair] = self.difference(a, b) is None and self.rejects(a, b)
+        return self._judged[pair]
+
+    def wrong_wins(self, winners: Mapping[Instance, list[str]], limit: int = 3) -> tuple[int, list[dict[str, Any]]]:
+        """Instances where two answers that are not one answer (`one_answer`) both won: how many, and the first
+        `limit` with both answers and where the env told them apart (``differ``; null when it rejected neither)."""
+        count = 0
+        examples: list[dict[str, Any]] = []
+        for (level, seed), actions in sorted(winners.items()):
+            distinct: list[str] = []
+            for action in actions:
+                if not any(self.one_answer(action, d) for d in distinct):
+                    distinct.append(action)
+            if len(distinct) < 2:
+                continue
+            count += 1
+            if len(examples) < limit:
+                a, b = distinct[:2]
+                examples.append({"level": level, "seed": seed, "actions": [a, b], "differ": self.difference(a, b)})
+        return count, examples
+
+
+__all__ = ["BLANK", "OBS_KEPT", "Instance", "Outcomes", "step_outcome"]
