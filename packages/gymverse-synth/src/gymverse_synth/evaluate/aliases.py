@@ -19,6 +19,7 @@ the env says is interpreted.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,7 +29,9 @@ from gymverse.checker._support import differ_at
 #: An instance of an env: (level, seed).
 Instance = tuple[int, int]
 #: Longer observations are kept as a digest: compared exactly, but not blanked.
-OBS_KEPT = 2000
+OBS_KEPT = 1000
+#: Characters of a differing value kept in the evidence.
+SHOWN = 300
 #: What an answer's own text becomes in an observation before two are compared.
 BLANK = "<answer>"
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -40,9 +43,10 @@ def step_outcome(res: Any) -> dict[str, Any]:
     if len(obs) > OBS_KEPT:
         obs = "#" + hashlib.blake2b(obs.encode(), digest_size=16).hexdigest()
     info = res.info if isinstance(res.info, dict) else {}
-    return {"observation": obs, "reward": round(float(res.reward), 9), "terminated": bool(res.terminated),
-            "truncated": bool(res.truncated), "success": info.get("success") is True,
-            "format_error": info.get("format_error") is True}  # fmt: skip
+    reward = float(res.reward)
+    return {"observation": obs, "reward": "nan" if math.isnan(reward) else round(reward, 9),
+            "terminated": bool(res.terminated), "truncated": bool(res.truncated),
+            "success": info.get("success") is True, "format_error": info.get("format_error") is True}  # fmt: skip
 
 
 def _blanker(actions: Iterable[str]) -> re.Pattern[str]:
@@ -59,6 +63,10 @@ def _blanker(actions: Iterable[str]) -> re.Pattern[str]:
 
 def _blanked(steps: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
     return [{**s, "observation": pattern.sub(BLANK, s["observation"])} for s in steps]
+
+
+def _cut(value: Any) -> Any:
+    return value[: SHOWN - 3] + "..." if isinstance(value, str) and len(value) > SHOWN else value
 
 
 class Outcomes:
@@ -88,7 +96,7 @@ class Outcomes:
             found = self._differ(a, b, inst, blank)
             if found is not None:
                 where, x, y = found
-                return {"level": inst[0], "seed": inst[1], "at": where, "values": [x, y]}
+                return {"level": inst[0], "seed": inst[1], "at": where, "values": [_cut(x), _cut(y)]}
         return None
 
     def rejects(self, a: str, b: str) -> bool:
