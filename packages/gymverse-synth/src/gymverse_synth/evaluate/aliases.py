@@ -5,10 +5,10 @@ An env may read ``\boxed{zero}`` as ``\boxed{0}`` (one answer, two spellings) or
 every instance (the batched constants request returns the transcripts), so it records what each step did as data
 (`step_outcome`) and `Outcomes` decides: two answers are one when the env treated them identically on every
 instance where both were played (same rewards, end flags, success, format errors and next observations) and lost
-on one of them. "Both lead to the same next state" alone cannot tell an alias from an env
-that accepts a wrong answer (both end solved there); the other instances can: a wrong answer accepted on one
-instance behaves differently from the right one on another. Answers the env never rejects give no such evidence,
-so they stay distinct.
+on one of them. "Both lead to the same next state" alone cannot tell an alias from an env that accepts a wrong
+answer (both end solved there); the other instances can: a wrong answer accepted on one instance behaves
+differently from the right one on another. Answers the env never rejects give no such evidence, so they stay
+distinct.
 
 Observations are compared with the two answers' own text blanked out (as a whole token, in both), so an env that
 echoes the answer (``you said answer 0``) does not make two spellings differ, while a hint that depends on the
@@ -23,8 +23,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-from gymverse.checker._support import differ_at
 
 #: An instance of an env: (level, seed).
 Instance = tuple[int, int]
@@ -61,8 +59,23 @@ def _blanker(actions: Iterable[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
 
 
-def _blanked(steps: list[dict[str, Any]], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
-    return [{**s, "observation": pattern.sub(BLANK, s["observation"])} for s in steps]
+#: Fields of a step compared in this order, so a difference is named by what the env decided before what it said.
+FIELDS = ("success", "reward", "terminated", "truncated", "format_error", "observation")
+
+
+def step_difference(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], blank: re.Pattern[str]
+) -> tuple[str, Any, Any] | None:
+    """Where two episodes' steps first differ, as (``[step]['field']``, value in a, value in b), observations with
+    `blank` blanked; the number of steps when one episode is a prefix of the other; None when they are alike."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        for field in FIELDS:
+            vx, vy = x[field], y[field]
+            if field == "observation":
+                vx, vy = blank.sub(BLANK, vx), blank.sub(BLANK, vy)
+            if vx != vy:
+                return f"[{i}][{field!r}]", vx, vy
+    return None if len(a) == len(b) else ("(steps)", len(a), len(b))
 
 
 def _cut(value: Any) -> Any:
@@ -82,18 +95,13 @@ class Outcomes:
         self.played.setdefault(action, {})[instance] = (steps, won)
         self._judged.clear()
 
-    def _differ(self, a: str, b: str, inst: Instance, blank: re.Pattern[str]) -> tuple[str, Any, Any] | None:
-        """Where the env treated `a` and `b` differently on `inst`: a structured field first, then the text."""
-        sa, sb = self.played[a][inst][0], self.played[b][inst][0]
-        plain = differ_at([{**s, "observation": ""} for s in sa], [{**s, "observation": ""} for s in sb])
-        return plain or differ_at(_blanked(sa, blank), _blanked(sb, blank))
-
     def difference(self, a: str, b: str) -> dict[str, Any] | None:
         """The first instance both answers were played on where the env treated them differently: its level and
         seed, the exact step and field, and both values; None when it treated them alike everywhere."""
         blank = _blanker((a, b))
-        for inst in sorted(self.played.get(a, {}).keys() & self.played.get(b, {}).keys()):
-            found = self._differ(a, b, inst, blank)
+        pa, pb = self.played.get(a, {}), self.played.get(b, {})
+        for inst in sorted(pa.keys() & pb.keys()):
+            found = step_difference(pa[inst][0], pb[inst][0], blank)
             if found is not None:
                 where, x, y = found
                 return {"level": inst[0], "seed": inst[1], "at": where, "values": [_cut(x), _cut(y)]}
@@ -135,4 +143,4 @@ class Outcomes:
         return count, examples
 
 
-__all__ = ["BLANK", "OBS_KEPT", "Instance", "Outcomes", "step_outcome"]
+__all__ = ["BLANK", "FIELDS", "OBS_KEPT", "Instance", "Outcomes", "step_difference", "step_outcome"]

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gymverse.checker._support import short
-
 DEFECT, WARNING = "defect", "warning"
 #: A constant answer is degenerate when its lower bound reaches this and it beats random play by the margin.
 CONSTANT_MIN_RATE = 0.5
@@ -183,7 +181,7 @@ def _wrong_answers(f: Findings, probes: Mapping[str, Any]) -> None:
         d = ex.get("differ")
         if d:  # the evidence that they are two answers: where the env treated them differently
             why = f"the env tells them apart at level {d['level']} seed {d['seed']}, step {d['at']}: "
-            why += f"{short(d['values'][0])} != {short(d['values'][1])}"
+            why += f"{d['values'][0]!r:.120} != {d['values'][1]!r:.120}"
         else:
             why = "the env rejected neither on any instance"
         f.add(
