@@ -10,8 +10,8 @@ Run inside the correctness job (sandboxed), every call bounded by `gymverse.dead
   answers, each written in the env's action format (its ``\boxed{...}`` templates), played on every seed; a
   constant that wins far above chance is a degenerate env, and two *different* constant answers both winning the
   same instance means the env accepts wrong answers (no oracle needed). Two answers are one answer when the env
-  treated them alike everywhere both were played (`aliases.Outcomes`: the same rewards, end flags and next
-  observations, from the transcripts these episodes return anyway). Steps that crash or return a reward
+  treated them alike everywhere both were played and rejected them somewhere (`aliases.Outcomes`: the same
+  rewards, end flags and next observations, from the transcripts these episodes return anyway). Steps that crash or return a reward
   outside the declared range are reported with the action, level and seed.
 """
 
