@@ -65,17 +65,17 @@ FIELDS = ("success", "reward", "terminated", "truncated", "format_error", "obser
 
 def step_difference(
     a: list[dict[str, Any]], b: list[dict[str, Any]], blank: re.Pattern[str]
-) -> tuple[str, Any, Any] | None:
-    """Where two episodes' steps first differ, as (``[step]['field']``, value in a, value in b), observations with
-    `blank` blanked; the number of steps when one episode is a prefix of the other; None when they are alike."""
+) -> tuple[int, str, Any, Any] | None:
+    """Where two episodes' steps first differ, as (step, field, value in a, value in b), observations with `blank`
+    blanked; (steps in both, ``"steps"``, ...) when one episode is a prefix of the other; None when they are alike."""
     for i, (x, y) in enumerate(zip(a, b)):
         for field in FIELDS:
             vx, vy = x[field], y[field]
             if field == "observation":
                 vx, vy = blank.sub(BLANK, vx), blank.sub(BLANK, vy)
             if vx != vy:
-                return f"[{i}][{field!r}]", vx, vy
-    return None if len(a) == len(b) else ("(steps)", len(a), len(b))
+                return i, field, vx, vy
+    return None if len(a) == len(b) else (min(len(a), len(b)), "steps", len(a), len(b))
 
 
 def _cut(value: Any) -> Any:
@@ -97,14 +97,14 @@ class Outcomes:
 
     def difference(self, a: str, b: str) -> dict[str, Any] | None:
         """The first instance both answers were played on where the env treated them differently: its level and
-        seed, the exact step and field, and both values; None when it treated them alike everywhere."""
+        seed, the step (0 is the first) and field, and both values; None when it treated them alike everywhere."""
         blank = _blanker((a, b))
         pa, pb = self.played.get(a, {}), self.played.get(b, {})
         for inst in sorted(pa.keys() & pb.keys()):
             found = step_difference(pa[inst][0], pb[inst][0], blank)
             if found is not None:
-                where, x, y = found
-                return {"level": inst[0], "seed": inst[1], "at": where, "values": [_cut(x), _cut(y)]}
+                step, field, x, y = found
+                return {"level": inst[0], "seed": inst[1], "step": step, "field": field, "values": [_cut(x), _cut(y)]}
         return None
 
     def rejects(self, a: str, b: str) -> bool:

@@ -180,8 +180,8 @@ def _wrong_answers(f: Findings, probes: Mapping[str, Any]) -> None:
         a, b = ex["actions"][:2]
         d = ex.get("differ")
         if d:  # the evidence that they are two answers: where the env treated them differently
-            why = f"the env tells them apart at level {d['level']} seed {d['seed']}, step {d['at']}: "
-            why += f"{d['values'][0]!r:.120} != {d['values'][1]!r:.120}"
+            why = f"the env tells them apart at level {d['level']} seed {d['seed']}, step {d['step'] + 1}, "
+            why += f"{d['field']}: {d['values'][0]!r:.120} != {d['values'][1]!r:.120}"
         else:
             why = "the env rejected neither on any instance"
         f.add(

@@ -11,8 +11,8 @@ Run inside the correctness job (sandboxed), every call bounded by `gymverse.dead
   constant that wins far above chance is a degenerate env, and two *different* constant answers both winning the
   same instance means the env accepts wrong answers (no oracle needed). Two answers are one answer when the env
   treated them alike everywhere both were played and rejected them somewhere (`aliases.Outcomes`: the same
-  rewards, end flags and next observations, from the transcripts these episodes return anyway). Steps that crash or return a reward
-  outside the declared range are reported with the action, level and seed.
+  rewards, end flags and next observations, from the transcripts these episodes return anyway). Steps that crash
+  or return a reward outside the declared range are reported with the action, level and seed.
 """
 
 from __future__ import annotations
