@@ -181,6 +181,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         "load_average": [load0, os.getloadavg()[0]],
         "report_kib": html_path.stat().st_size / 1024 if html_path.exists() else 0.0,
         "verdicts": {e.name: e.correctness.verdict for e in envs},
+        "flags": {e.name: e.flags for e in envs},  # which check found each planted defect, not only that one did
         "defects_found": found,
         "defects_planted": sum(1 for v in planted.values() if v in DEFECTS + BROKEN),
         "controls_flagged": [

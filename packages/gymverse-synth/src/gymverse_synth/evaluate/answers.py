@@ -2,8 +2,8 @@ r"""Constant answers a model could write, in the env's visible answer format, an
 
 `candidates` builds them: ``0``, ``1``, ``-1``, empty, ``yes``/``no``, ``A`` and the observation's own example
 answers, substituted into the env's action templates (its ``\boxed{...}`` examples). The env's
-``sample_random_action`` lends its format only: verbatim its actions may carry the hidden answer. `answer_key` says
-what an answer means to a typical parser, so aliases (``\boxed{answer 0}``, ``\boxed{0}``) count once.
+``sample_random_action`` lends its format only: verbatim its actions may carry the hidden answer. Which of them
+are one answer to the env is judged from its behaviour, not their text (`aliases.Outcomes`).
 """
 
 from __future__ import annotations
@@ -52,15 +52,4 @@ def candidates(env: Env, obs: str) -> list[str]:
     return list(dict.fromkeys(out))[:MAX_CANDIDATES]
 
 
-def answer_key(action: str) -> str:
-    """What an answer means to a typical parser: its numbers if it has any, else its words, case and spacing
-    folded (``\\boxed{answer 0}`` and ``\\boxed{0}`` are one answer)."""
-    m = _BOXED.search(action)
-    text = (m.group(1) if m else action).strip().lower()
-    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
-    if numbers:
-        return "#" + ",".join(str(float(x)) for x in numbers)
-    return " ".join(re.findall(r"\w+", text))
-
-
-__all__ = ["CONSTANTS", "MAX_CANDIDATES", "answer_key", "candidates"]
+__all__ = ["CONSTANTS", "MAX_CANDIDATES", "candidates"]

@@ -178,11 +178,19 @@ def _wrong_answers(f: Findings, probes: Mapping[str, Any]) -> None:
     if wrong.get("instances", 0) >= WRONG_ANSWER_MIN_INSTANCES:
         ex = wrong["examples"][0]
         a, b = ex["actions"][:2]
+        d = ex.get("differ")
+        if d:  # the evidence that they are two answers: where the env treated them differently
+            why = f"the env tells them apart at level {d['level']} seed {d['seed']}, step {d['step'] + 1}, "
+            why += f"{d['field']}: {d['values'][0]!r:.120} != {d['values'][1]!r:.120}"
+        else:
+            why = "the env rejected neither on any instance"
         f.add(
             "accepts_wrong_answers",
-            f"accepts wrong answers: {a} and {b} both succeed at level {ex['level']} seed {ex['seed']} "
-            f"({wrong['instances']} of {wrong['of']} probed instances have two different winning answers)",
+            f"accepts wrong answers: {a} and {b} both succeed at level {ex['level']} seed {ex['seed']}, but are not "
+            f"one answer ({why}); {wrong['instances']} of {wrong['of']} probed instances have two different "
+            "winning answers",
             level=ex["level"], seed=ex["seed"], actions=[a, b], instances=wrong["instances"], of=wrong["of"],
+            differ=d,
         )  # fmt: skip
 
 

@@ -9,8 +9,10 @@ Run inside the correctness job (sandboxed), every call bounded by `gymverse.dead
 * **constant answers**: ``0``, ``1``, ``-1``, empty, ``yes``/``no``, the first option and the env's own example
   answers, each written in the env's action format (its ``\boxed{...}`` templates), played on every seed; a
   constant that wins far above chance is a degenerate env, and two *different* constant answers both winning the
-  same instance means the env accepts wrong answers (no oracle needed). Steps that crash or return a reward
-  outside the declared range are reported with the action, level and seed.
+  same instance means the env accepts wrong answers (no oracle needed). Two answers are one answer when the env
+  treated them alike everywhere both were played and rejected them somewhere (`aliases.Outcomes`: the same
+  rewards, end flags and next observations, from the transcripts these episodes return anyway). Steps that crash
+  or return a reward outside the declared range are reported with the action, level and seed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.sandbox.hosted import HostedEnv
 
-from gymverse_synth.evaluate.answers import CONSTANTS, answer_key, candidates
+from gymverse_synth.evaluate.aliases import Outcomes, step_outcome
+from gymverse_synth.evaluate.answers import CONSTANTS, candidates
 
 _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
@@ -68,13 +71,16 @@ class Probe:
         self.probed: dict[int, int] = {}
         #: Constant answers the env parsed at least once (a step not flagged ``format_error``).
         self.parsed: set[str] = set()
+        #: What each constant episode did, instance by instance: which answers are one answer to the env.
+        self.outcomes = Outcomes()
 
-    def _note(self, action: str) -> Callable[[Any], None]:
-        """A `_judge` hook that records whether the env parsed `action`."""
+    def _note(self, action: str, steps: list[dict[str, Any]]) -> Callable[[Any], None]:
+        """A `_judge` hook that records whether the env parsed `action` and, in `steps`, what each step did."""
 
         def note(res: Any) -> None:
             if isinstance(res.info, dict) and res.info.get("format_error") is not True:
                 self.parsed.add(action)
+            steps.append(step_outcome(res))
 
         return note
 
@@ -219,10 +225,13 @@ class Probe:
             res["error"] = f"changing the level at run time failed: {_err(err)}"
         self.out["complexity"] = res
 
-    def _play(self, env: Env, seed: int, action: str, low: float, high: float) -> tuple[bool, dict[str, Any] | None]:
-        """One constant episode from ``reset(seed)``: (success, reward problem)."""
+    @staticmethod
+    def _play(
+        env: Env, seed: int, action: str, low: float, high: float, note: Callable[[Any], None]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """One constant episode from ``reset(seed)``: (success, reward problem); `note` sees each step result."""
         env.reset(seed=seed)
-        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, self._note(action))
+        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, note)
 
     def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
         """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when the
@@ -286,12 +295,8 @@ class Probe:
         self.out["constant_seeds"] = seeds
         self.out["step_crashes"] = _first_per_action(crashes)
         self.out["reward_violations"] = rewards
-        both = []
-        for (lv, s), acts in winners.items():
-            distinct = list({answer_key(a): a for a in acts}.values())  # aliases the parser reads alike are one
-            if len(distinct) > 1:
-                both.append({"level": lv, "seed": s, "actions": distinct[:2]})
-        self.out["wrong_answer_wins"] = {"instances": len(both), "of": seeds * len(levels), "examples": both[:3]}
+        instances, examples = self.outcomes.wrong_wins(winners)  # aliases the env treats alike are one answer
+        self.out["wrong_answer_wins"] = {"instances": instances, "of": seeds * len(levels), "examples": examples}
 
     def _seeds(self, level: int, first: int, last: int, prints: dict[int, dict[int, str]]) -> list[int]:
         """Seeds first..last-1 whose reset worked when probed (unprobed seeds are tried)."""
@@ -320,12 +325,14 @@ class Probe:
             tally = counts.setdefault(action, {}).setdefault(str(level), [0, 0])
             for seed in good:
                 what = f"episode (action {action!r}, level {level}, seed {seed})"
+                steps: list[dict[str, Any]] = []
+                note = self._note(action, steps)
                 try:
                     if (action, seed) in batch:
-                        ok, issue = self._batched(batch[(action, seed)], what, low, high, self._note(action))
+                        ok, issue = self._batched(batch[(action, seed)], what, low, high, note)
                     else:
                         with deadline(self.episode_timeout, what):
-                            ok, issue = self._play(env, seed, action, low, high)
+                            ok, issue = self._play(env, seed, action, low, high, note)
                 except CallTimeout as err:
                     crashes.append({"action": action, "level": level, "seed": seed, "error": str(err),
                                     "kind": "hang"})  # fmt: skip
@@ -335,6 +342,7 @@ class Probe:
                                     "kind": "crash"})  # fmt: skip
                     continue
                 tally[1] += 1
+                self.outcomes.add(action, (level, seed), steps, ok)
                 if issue and len(rewards) < 3:
                     rewards.append({"action": action, "level": level, "seed": seed, **issue})
                 if ok:
