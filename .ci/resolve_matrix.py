@@ -46,9 +46,12 @@ PLATFORM = "x86_64-manylinux_2_35"
 SIMPLE = "https://pypi.org/simple"
 SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-Dist, Requires-Python
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
-WORKSPACE_MEMBERS = ("gymverse-core", "gymverse-synth", "gymverse-train", "gymverse", "gymverse-adapter-verl")
+WORKSPACE_MEMBERS = (
+    "gymverse-core", "gymverse-envs", "gymverse-synth", "gymverse-train", "gymverse", "gymverse-adapter-verl",
+)  # fmt: skip
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
+    "gymverse-envs": "packages/gymverse-envs",
     "gymverse-synth": "packages/gymverse-synth",
     "gymverse-train": "packages/gymverse-train",
     "gymverse": "packages/gymverse",

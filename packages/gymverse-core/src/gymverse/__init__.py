@@ -1,5 +1,7 @@
 """GymVerse: text environments for LLM agents, with complexity control, vectorized execution and PERPO."""
 
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
 from gymverse.actions import ActionFormatError, CommandGrammar, extract_boxed, parse_boxed
 from gymverse.core import Env, EnvMetadata, StepResult, Wrapper, run_oracle
 from gymverse.registry import list_envs, make, register

@@ -7,7 +7,7 @@ from typing import Any
 
 from gymverse.actions import CommandGrammar
 from gymverse.core import EnvMetadata, StepResult
-from gymverse.envs.algorithm._command import CommandEnv, boxed
+from gymverse.envs._command import CommandEnv, boxed
 
 
 def dijkstra(adj: dict[int, dict[int, int]], source: int) -> dict[int, int]:
