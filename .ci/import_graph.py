@@ -48,11 +48,15 @@ ALLOWLIST: frozenset[str] = frozenset(
         "gymverse.cli.commands -> gymverse.cli",
         "gymverse.cli.serve -> gymverse.cli",
         "gymverse.cli.view -> gymverse.cli",
+        # split branch: the CLI moves to the `gymverse` package, above gymverse-eval (core's cli -> eval is upward)
+        "gymverse.cli.commands -> gymverse.checker",
+        "gymverse.cli.commands -> gymverse.checker.runner",
+        "gymverse.cli.commands -> gymverse.checker.sandboxed",
+        "gymverse.cli.commands -> gymverse.checker.target",
         # contract branch, removed as its moves land
         "gymverse.loader -> gymverse",
         "gymverse.loader -> gymverse.registry",
         "gymverse.compat.gem_files -> gymverse.compat.gem",
-        "gymverse.sandbox.env_host -> gymverse.checker._support",
         "gymverse.tools.mcp_tool -> gymverse.sandbox._protocol",
         "gymverse_suites.gem_games -> gymverse.compat._gem_shim",
         "gymverse.testing -> tokenizers",

@@ -298,7 +298,7 @@ def test_report_round_trips_through_json() -> None:
 
 
 def test_canon_survives_cycles_and_numpy() -> None:
-    from gymverse.checker._support import canon
+    from gymverse.conformance import canon
 
     class Node:
         def __init__(self) -> None:

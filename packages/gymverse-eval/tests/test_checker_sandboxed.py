@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from gymverse.checker.sandboxed import check_in_sandbox
 
-GOOD = Path(__file__).parent / "gem_fixtures" / "gem_higher_lower.py"
+# the GEM-style fixture files live with the GEM compatibility tests
+GOOD = Path(__file__).parents[2] / "gymverse-core" / "tests" / "gem_fixtures" / "gem_higher_lower.py"
 
 WRITER = """
 import os

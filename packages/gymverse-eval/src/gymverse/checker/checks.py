@@ -9,20 +9,17 @@ from typing import Any
 
 from gymverse import global_rng
 from gymverse.checker._support import (
-    BASE_ATTRS,
     CountingWrapper,
     Episode,
     TagWrapper,
-    canon,
     first_difference,
     run_episode,
     same,
     short,
-    step_limit,
     step_record,
-    step_type_problem,
 )
 from gymverse.complexity import LEVELS
+from gymverse.conformance import BASE_ATTRS, canon, step_limit, step_type_problem
 from gymverse.core import DOMAINS, Env, EnvMetadata
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural

@@ -18,7 +18,7 @@ from gymverse.checker import CheckTargetError, check_env
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checker on one target and print its JSON report."""
-    from gymverse.cli import levels_arg, positive_int_arg, seeds_arg
+    from gymverse.argtypes import levels_arg, positive_int_arg, seeds_arg
 
     parser = argparse.ArgumentParser(prog="python -m gymverse.checker", description=__doc__)
     parser.add_argument("target", help="registered id, 'path/to/env.py[:Class]' or 'pkg.mod:Class'")
