@@ -21,7 +21,7 @@ rm -rf "$WHEELS" "$WORK/venv" "$WORK/eval"
 step() { echo "[fresh-venv $(date +%H:%M:%S)] $*"; }
 
 step "building wheels into $WHEELS"
-for pkg in gymverse-core gymverse-envs gymverse-eval gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
+for pkg in gymverse-core gymverse-envs gymverse-eval gymverse-gem gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
     uv build --quiet --package "$pkg" --wheel --out-dir "$WHEELS"
 done
 for dir in packages/adapter-openrlhf packages/adapter-oat packages/adapter-rl2; do  # their own uv projects

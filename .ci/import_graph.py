@@ -54,11 +54,7 @@ ALLOWLIST: frozenset[str] = frozenset(
         "gymverse.cli.commands -> gymverse.checker.sandboxed",
         "gymverse.cli.commands -> gymverse.checker.target",
         # contract branch, removed as its moves land
-        "gymverse.loader -> gymverse",
-        "gymverse.loader -> gymverse.registry",
-        "gymverse.compat.gem_files -> gymverse.compat.gem",
         "gymverse.tools.mcp_tool -> gymverse.sandbox._protocol",
-        "gymverse_suites.gem_games -> gymverse.compat._gem_shim",
         "gymverse.testing -> tokenizers",
         "gymverse.testing -> transformers",
         "gymverse.testing -> torch",

@@ -47,13 +47,14 @@ SIMPLE = "https://pypi.org/simple"
 SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-Dist, Requires-Python
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
 WORKSPACE_MEMBERS = (
-    "gymverse-core", "gymverse-envs", "gymverse-eval", "gymverse-synth", "gymverse-train", "gymverse",
+    "gymverse-core", "gymverse-envs", "gymverse-eval", "gymverse-gem", "gymverse-synth", "gymverse-train", "gymverse",
     "gymverse-adapter-verl",
 )  # fmt: skip
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
     "gymverse-envs": "packages/gymverse-envs",
     "gymverse-eval": "packages/gymverse-eval",
+    "gymverse-gem": "packages/gymverse-gem",
     "gymverse-synth": "packages/gymverse-synth",
     "gymverse-train": "packages/gymverse-train",
     "gymverse": "packages/gymverse",

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import textwrap
+from typing import Any
+
+import pytest
+from gymverse import loader
 
 # A fresh interpreter where the `gymverse.envs` entry-point group is empty and `gymverse.envs` cannot be imported:
 # what a lab gets from `pip install gymverse-core` alone. A user env registered there must still be made.
@@ -52,3 +57,14 @@ def test_core_alone_makes_a_user_registered_env() -> None:
     assert "reward 1.0 ids ['mine:Echo']" in proc.stdout
     assert "unknown:" in proc.stdout and "game:Mastermind" in proc.stdout
     assert "builtins imported: False" in proc.stdout
+
+
+def test_gem_refs_without_gymverse_gem_name_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.metadata.entry_points
+
+    def no_ref_builders(**kw: Any) -> Any:
+        return real(group="gymverse.no-such-group") if kw.get("group") == loader.REF_BUILDERS_GROUP else real(**kw)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", no_ref_builders)
+    with pytest.raises(loader.EnvLoadError, match="'gem:' env files need the gymverse-gem package"):
+        loader.build_from_ref("gem:/nowhere/env.py")

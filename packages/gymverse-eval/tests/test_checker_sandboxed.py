@@ -12,7 +12,7 @@ import pytest
 from gymverse.checker.sandboxed import check_in_sandbox
 
 # the GEM-style fixture files live with the GEM compatibility tests
-GOOD = Path(__file__).parents[2] / "gymverse-core" / "tests" / "gem_fixtures" / "gem_higher_lower.py"
+GOOD = Path(__file__).parents[2] / "gymverse-gem" / "tests" / "gem_fixtures" / "gem_higher_lower.py"
 
 WRITER = """
 import os

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 from gymverse.compat._gem_shim import SHIM_MODULES, TERMINAL_STATE, LanguageGameReward, gem_modules, real_gem_available
-from gymverse.compat.gem import GemEnvAdapter, GemLoadError, load_gem_env_file
+from gymverse.compat.gem import GemEnvAdapter, GemLoadError
+from gymverse.compat.gem_files import load_gem_env_file
 from gymverse.core import Env, run_oracle
 from gymverse.wrappers import EpisodeStatsWrapper, HistoryWrapper
 

@@ -13,6 +13,7 @@ from typing import Any
 from gymverse.compat import gem_conventions as conv
 from gymverse.compat._gem_shim import LanguageGameReward, gem_modules
 from gymverse.compat.gem import ComplexityKwargs, GemEnvAdapter, GemLoadError, SuccessRule
+from gymverse.imports import split_spec
 
 
 def _import_file(path: Path, use_shim: bool | None) -> tuple[ModuleType, bool]:
@@ -150,4 +151,11 @@ def conventions_for(source: str, cls: type) -> conv.RewardConventions:
     return conv.infer_reward_conventions(source, names)
 
 
-__all__ = ["conventions_for", "load_gem_env_file"]
+def build_ref(ref: str, complexity: int = 1, seed: int | None = None) -> GemEnvAdapter:
+    """The env of a ``gem:path.py[:Class][|success rule]`` reference (the core loader's ``gem`` ref builder)."""
+    body, _, rule = ref.removeprefix("gem:").partition("|")
+    where, class_name = split_spec(body)
+    return load_gem_env_file(where, class_name, success_from=rule or "auto", complexity=complexity, seed=seed)
+
+
+__all__ = ["build_ref", "conventions_for", "load_gem_env_file"]

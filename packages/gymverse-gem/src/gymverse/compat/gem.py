@@ -33,7 +33,7 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -317,18 +317,4 @@ class GemEnvAdapter(Env):
         return f"<GemEnvAdapter {self.metadata.name} complexity={self.complexity}>"
 
 
-# GEM-style env files live in `gem_files`; re-exported here lazily (``from gymverse.compat.gem import
-# load_gem_env_file``) because `gem_files` builds on this module.
-if TYPE_CHECKING:
-    from gymverse.compat.gem_files import conventions_for, load_gem_env_file
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("conventions_for", "load_gem_env_file"):
-        from gymverse.compat import gem_files
-
-        return getattr(gem_files, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["GemEnvAdapter", "GemLoadError", "SuccessRule", "conventions_for", "load_gem_env_file"]
+__all__ = ["GemEnvAdapter", "GemLoadError", "LanguageGameReward", "SuccessRule"]
