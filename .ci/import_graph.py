@@ -54,7 +54,6 @@ ALLOWLIST: frozenset[str] = frozenset(
         "gymverse.cli.commands -> gymverse.checker.sandboxed",
         "gymverse.cli.commands -> gymverse.checker.target",
         # contract branch, removed as its moves land
-        "gymverse.tools.mcp_tool -> gymverse.sandbox._protocol",
         "gymverse.testing -> tokenizers",
         "gymverse.testing -> transformers",
         "gymverse.testing -> torch",

@@ -47,14 +47,15 @@ SIMPLE = "https://pypi.org/simple"
 SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-Dist, Requires-Python
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
 WORKSPACE_MEMBERS = (
-    "gymverse-core", "gymverse-envs", "gymverse-eval", "gymverse-gem", "gymverse-synth", "gymverse-train", "gymverse",
-    "gymverse-adapter-verl",
+    "gymverse-core", "gymverse-envs", "gymverse-eval", "gymverse-gem", "gymverse-tools", "gymverse-synth",
+    "gymverse-train", "gymverse", "gymverse-adapter-verl",
 )  # fmt: skip
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
     "gymverse-envs": "packages/gymverse-envs",
     "gymverse-eval": "packages/gymverse-eval",
     "gymverse-gem": "packages/gymverse-gem",
+    "gymverse-tools": "packages/gymverse-tools",
     "gymverse-synth": "packages/gymverse-synth",
     "gymverse-train": "packages/gymverse-train",
     "gymverse": "packages/gymverse",
@@ -96,7 +97,7 @@ FRAMEWORKS = (
     # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
     Framework(
         "gymverse", "", "", (),
-        ("gymverse", "gymverse-core[server,ray,mcp,search]", "gymverse-synth[local,eval,seeds]",
+        ("gymverse", "gymverse-core[server,ray]", "gymverse-tools[search,mcp]", "gymverse-synth[local,eval,seeds]",
          "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),

@@ -19,8 +19,8 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gymverse._pycompat import timeout as timeout_after
 from gymverse.core import Env
+from gymverse.pycompat import timeout as timeout_after
 from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 from gymverse.vector.blocking import BlockingRunner
 from gymverse.vector.faults import InjectedFault, StepTimeout

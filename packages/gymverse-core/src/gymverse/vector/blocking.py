@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gymverse._pycompat import timeout as timeout_after
+from gymverse.pycompat import timeout as timeout_after
 from gymverse.vector.faults import StepTimeout
 
 

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
+from gymverse.pycompat import TIMEOUT_ERRORS
 from gymverse.vector.aio import declares_nonblocking, is_native_async
 from gymverse.vector.base import base_seeds, check_step_timeout
 from gymverse.vector.batched import BatchedCalls

@@ -17,8 +17,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymverse._pycompat import TIMEOUT_ERRORS
-from gymverse.sandbox._protocol import MAX_DEPTH, depth
+from gymverse.pycompat import TIMEOUT_ERRORS
+from gymverse.sandbox import MAX_JSON_DEPTH, json_depth
 from gymverse.tools.base import Tool, ToolCallError, extract_tag, trim
 
 #: Reconnect backoff: first retry after BACKOFF_BASE s, doubling per failed attempt, at most BACKOFF_MAX s.
@@ -209,8 +209,8 @@ class MCPTool(Tool):
 
 def _unsendable(value: Any) -> str | None:
     """Why `value` cannot travel over the MCP transport (too deep, or not encodable as UTF-8), or None."""
-    if depth(value) > MAX_DEPTH:
-        return f"nested deeper than {MAX_DEPTH} levels"
+    if json_depth(value) > MAX_JSON_DEPTH:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:

@@ -1,7 +1,7 @@
-"""Backports of the few Python 3.11 standard-library features the core uses (it supports Python 3.10-3.12).
+"""Backports of the few Python 3.11 standard-library features GymVerse uses (it supports Python 3.10-3.12).
 
-Nothing here is public API. On Python 3.11+ each name is the stdlib feature itself; the ``_*_backport`` versions are
-what Python 3.10 runs (defined on every version so the tests exercise them on the interpreter CI has).
+Shared by every GymVerse package. On Python 3.11+ each name is the stdlib feature itself; the ``_*_backport``
+versions are what Python 3.10 runs (defined on every version so the tests exercise them on the interpreter CI has).
 """
 
 from __future__ import annotations
