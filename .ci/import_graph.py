@@ -54,9 +54,6 @@ ALLOWLIST: frozenset[str] = frozenset(
         "gymverse.cli.commands -> gymverse.checker.sandboxed",
         "gymverse.cli.commands -> gymverse.checker.target",
         # contract branch, removed as its moves land
-        "gymverse.testing -> tokenizers",
-        "gymverse.testing -> transformers",
-        "gymverse.testing -> torch",
         "gymverse_synth.synth_progress -> gymverse_synth.pipeline",
     }
 )
