@@ -53,8 +53,6 @@ ALLOWLIST: frozenset[str] = frozenset(
         "gymverse.cli.commands -> gymverse.checker.runner",
         "gymverse.cli.commands -> gymverse.checker.sandboxed",
         "gymverse.cli.commands -> gymverse.checker.target",
-        # contract branch, removed as its moves land
-        "gymverse_synth.synth_progress -> gymverse_synth.pipeline",
     }
 )
 # Type checkers ship typing_extensions themselves (mypy's typeshed), so an import of it under TYPE_CHECKING needs no
