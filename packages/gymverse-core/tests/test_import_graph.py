@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / ".ci" / "import_graph.py"
@@ -76,3 +79,15 @@ def test_undeclared_third_party_import_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "undeclared import: solo -> numpy  (packages/solo/src/solo/__init__.py:2)" in proc.stdout
     assert "-> json" not in proc.stdout
+
+
+def test_stale_allowlist_entry_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "import_graph", module)  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    _package(tmp_path, "solo", [], {"solo/__init__.py": "", "solo/a.py": "from solo import b\n", "solo/b.py": ""})
+    monkeypatch.setattr(module, "ALLOWLIST", frozenset({"solo.a -> solo.b", "solo.b -> solo.a"}))
+    problems, _ = module.check(tmp_path)
+    assert problems == ["stale allowlist entry (the import is gone: delete it from ALLOWLIST): solo.b -> solo.a"]
