@@ -21,7 +21,7 @@ rm -rf "$WHEELS" "$WORK/venv" "$WORK/eval"
 step() { echo "[fresh-venv $(date +%H:%M:%S)] $*"; }
 
 step "building wheels into $WHEELS"
-for pkg in gymverse-core gymverse-sandbox gymverse-server gymverse-viewer gymverse-vector gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
+for pkg in gymverse-core gymverse-envs gymverse-eval gymverse-gem gymverse-tools gymverse-sandbox gymverse-server gymverse-viewer gymverse-vector gymverse-synth gymverse-train gymverse gymverse-adapter-verl; do
     uv build --quiet --package "$pkg" --wheel --out-dir "$WHEELS"
 done
 for dir in packages/adapter-openrlhf packages/adapter-oat packages/adapter-rl2; do  # their own uv projects
@@ -36,7 +36,7 @@ PY="$WORK/venv/bin/python"
 # The built wheels come from --find-links; everything else from the index pip is configured with. Wheels only.
 PIP=(timeout 1800 "$PY" -m pip install -qq --disable-pip-version-check --only-binary=:all: --find-links "$WHEELS")
 step "pip install gymverse (the CLI, every command) + every extra of core, synth and train, wheels only"
-time "${PIP[@]}" gymverse "gymverse-core[ray,mcp,search]" "gymverse-vector[ray]" "gymverse-synth[local,eval,seeds]" \
+time "${PIP[@]}" gymverse "gymverse-core[ray]" "gymverse-tools[search,mcp]" "gymverse-vector[ray]" "gymverse-synth[local,eval,seeds]" \
     "gymverse-train[lora,smollm2,plots]"
 step "pip install the adapters without their frameworks"
 "${PIP[@]}" gymverse-adapter-verl gymverse-adapter-openrlhf gymverse-adapter-oat gymverse-adapter-rl2

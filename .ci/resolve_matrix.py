@@ -48,6 +48,10 @@ SdistMeta = tuple[str, str, list[str], "str | None"]  # name, version, Requires-
 # Built from this checkout: workspace members by --package, the adapters with their own uv project by path.
 WORKSPACE_MEMBERS = (
     "gymverse-core",
+    "gymverse-envs",
+    "gymverse-eval",
+    "gymverse-gem",
+    "gymverse-tools",
     "gymverse-sandbox",
     "gymverse-server",
     "gymverse-viewer",
@@ -59,6 +63,10 @@ WORKSPACE_MEMBERS = (
 )
 BUILDS = {
     "gymverse-core": "packages/gymverse-core",
+    "gymverse-envs": "packages/gymverse-envs",
+    "gymverse-eval": "packages/gymverse-eval",
+    "gymverse-gem": "packages/gymverse-gem",
+    "gymverse-tools": "packages/gymverse-tools",
     "gymverse-sandbox": "packages/gymverse-sandbox",
     "gymverse-server": "packages/gymverse-server",
     "gymverse-viewer": "packages/gymverse-viewer",
@@ -104,8 +112,8 @@ FRAMEWORKS = (
     # No framework: `pip install gymverse` with every extra of core, synth and train, at each supported Python.
     Framework(
         "gymverse", "", "", (),
-        ("gymverse", "gymverse-core[ray,mcp,search]", "gymverse-vector[ray]", "gymverse-synth[local,eval,seeds]",
-         "gymverse-train[lora,smollm2,plots]"),
+        ("gymverse", "gymverse-core[ray]", "gymverse-tools[search,mcp]", "gymverse-vector[ray]",
+         "gymverse-synth[local,eval,seeds]", "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),
 )  # fmt: skip

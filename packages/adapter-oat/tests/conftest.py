@@ -72,7 +72,7 @@ def build_tokenizer() -> Any:
     import gymverse
     from gymverse.testing import tiny_tokenizer
 
-    env = gymverse.make("games:GuessTheNumber")
+    env = gymverse.make("game:GuessTheNumber")
     corpus = [env.reset(seed=seed)[0] for seed in range(8)]
     corpus += [rf"I halve the range. \boxed{{{i}}} {i} is too low. Higher. too high. Lower." for i in range(64)]
     return tiny_tokenizer(corpus, "chatml", vocab_size=400)

@@ -22,7 +22,7 @@ from gymverse_oat.cli import parse_args
 from gymverse_oat.episodes import GymVerseTransition, episode_transitions, record_of
 from gymverse_oat.learner import GymVerseLearner
 
-ENVS = ["games:GuessTheNumber", "logic:Nonogram", "algorithm:HiddenGraphShortestPath"]
+ENVS = ["game:GuessTheNumber", "logic:Nonogram", "algorithm:HiddenGraphShortestPath"]
 GAMMA = 0.9
 
 

@@ -20,7 +20,7 @@ from gymverse.perpo import env_normalize, returns_from_lists
 from gymverse_oat.cli import parse_args, train
 from gymverse_oat.learner import GymVerseLearner
 
-ENV = "games:GuessTheNumber"
+ENV = "game:GuessTheNumber"
 
 # oat functions that must run in each node's process for a collect -> learn cycle (recorded by the launcher).
 DRIVER_CALLS = {"oat.interface:get_program", "oat.args:default_args_validation"}

@@ -61,7 +61,7 @@ def test_an_engine_returning_too_few_generations_is_an_error() -> None:
     ("flags", "message"),
     [
         (["--env_id", " | "], "names no environment"),
-        (["--env_id", "games:GuessTheNumber|games:GuessTheNumber"], "lists an environment twice"),
+        (["--env_id", "game:GuessTheNumber|game:GuessTheNumber"], "lists an environment twice"),
         (["--env_id", "a|b", "--env_weights", "1"], "has 1 entries for 2 environments"),
     ],
 )

@@ -27,7 +27,7 @@ from gymverse_rl2.train import env_path
 from rl2_harness import stop_children
 from rl2_head_model import Sample, SampleGroup, install_communication_module
 
-ENVS = ["games:GuessTheNumber", "games:LightsOut"]
+ENVS = ["game:GuessTheNumber", "game:LightsOut"]
 
 
 def load_env_file() -> ModuleType:

@@ -52,13 +52,13 @@ def test_cli_env_path_and_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[
     path = capsys.readouterr().out.strip()
     assert path == env_path() and Path(path).is_file()
     out = tmp_path / "d.jsonl"
-    assert cli(["make-dataset", "--envs", "games:GuessTheNumber,games:LightsOut", "--n", "3", "--out", str(out)]) == 0
+    assert cli(["make-dataset", "--envs", "game:GuessTheNumber,game:LightsOut", "--n", "3", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["extra_info"]["env_id"] for r in rows[:2]] == ["games:GuessTheNumber", "games:LightsOut"]
+    assert [r["extra_info"]["env_id"] for r in rows[:2]] == ["game:GuessTheNumber", "game:LightsOut"]
     assert [r["extra_info"]["seed"] for r in rows] == [0, 0, 1, 1, 2, 2]
-    specs = episode_specs(["games:GuessTheNumber", "games:LightsOut"], 3)  # the core's row schema and seed scheme
+    specs = episode_specs(["game:GuessTheNumber", "game:LightsOut"], 3)  # the core's row schema and seed scheme
     assert [EpisodeSpec.from_dict(r["extra_info"]) for r in rows] == specs
-    assert cli(["make-dataset", "--envs", "games:Nope", "--n", "1", "--out", str(out)]) == 2
+    assert cli(["make-dataset", "--envs", "game:Nope", "--n", "1", "--out", str(out)]) == 2
     assert "unknown env id" in capsys.readouterr().err
 
 
@@ -68,18 +68,18 @@ def test_rl2_dataset_reads_the_export(tmp_path: Path, tokenizer_dir: Path) -> No
     from transformers import AutoTokenizer
 
     out = tmp_path / "d.jsonl"
-    write_dataset(["games:GuessTheNumber"], 2, str(out), seed=7, complexity=3)
+    write_dataset(["game:GuessTheNumber"], 2, str(out), seed=7, complexity=3)
     config = OmegaConf.create({"path": str(out), "prompts_per_rollout": 2, "responses_per_prompt": 2})
     dataset = RLDataset(config, AutoTokenizer.from_pretrained(str(tokenizer_dir)))
     batch = dataset.collate_fn([dataset[0], dataset[1]])
     assert len(batch) == 4 and "prompt" not in batch[0]
-    assert batch[0]["extra_info"] == EpisodeSpec("games:GuessTheNumber", 7, 3).to_dict()
+    assert batch[0]["extra_info"] == EpisodeSpec("game:GuessTheNumber", 7, 3).to_dict()
 
 
 def test_launcher_runs_rl2_entry_point(tmp_path: Path, tokenizer_dir: Path) -> None:
     """`python -m gymverse_rl2.train` composes RL2's Hydra config and enters RL2's `main` (until NCCL on CPU)."""
     data = tmp_path / "d.jsonl"
-    write_dataset(["games:GuessTheNumber"], 2, str(data))
+    write_dataset(["game:GuessTheNumber"], 2, str(data))
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([STAND_INS, *sys.path]),

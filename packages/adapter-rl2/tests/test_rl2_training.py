@@ -31,7 +31,7 @@ from gymverse_rl2.settings import Settings, current
 from gymverse_rl2.train import env_path, launch_settings
 from rl2_harness import RL2Trace, rl2_config, stop_children
 
-ENVS = ["games:GuessTheNumber", "games:LightsOut"]
+ENVS = ["game:GuessTheNumber", "game:LightsOut"]
 EVOLVE = Settings(perpo=True, curriculum=CurriculumOptions(evolve=True, patience=1, max_turns=10))
 RL2_KEYS = {"states", "eos_mask", "position_ids", "actions", "action_mask", "llm_logps", "rewards"}
 
@@ -307,14 +307,14 @@ def test_broken_env_row_ends_only_its_episode(stack: Stack, trained: set[str], p
     trainer = stack.trainer
     install(launch_settings(stack.config, EVOLVE))
     data_list = first_batch(trainer)
-    data_list[0] = {"extra_info": {"env_id": "games:DoesNotExist", "seed": 1, "complexity": None}}
+    data_list[0] = {"extra_info": {"env_id": "game:DoesNotExist", "seed": 1, "complexity": None}}
     before = len(played)
     tensor_dict, cu_seqs = trainer.rollout(data_list, True, 20)
-    broken = [t for t in played[before:] if t.env_id == "games:DoesNotExist"]
+    broken = [t for t in played[before:] if t.env_id == "game:DoesNotExist"]
     assert len(broken) == 1 and broken[0].error and "DoesNotExist" in broken[0].error
     assert broken[0].stop_reason == "reset_error" and not broken[0].turns
     assert int(cu_seqs[-1]) == len(data_list) == tensor_dict["states"].shape[0]
     assert int(tensor_dict["action_mask"][0].sum()) == 0  # nothing of it is trained on
     assert int(tensor_dict["action_mask"][1:].sum(-1).min()) > 0
     service = current().curriculum
-    assert service is not None and "games:DoesNotExist" not in service.levels()  # not counted as a failure
+    assert service is not None and "game:DoesNotExist" not in service.levels()  # not counted as a failure

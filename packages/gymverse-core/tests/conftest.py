@@ -22,10 +22,6 @@ settings.load_profile("gymverse")
 # to the default in every child at exec.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The shared env-contract checks live in the library (all four env-family suites import them); rewrite their
-# asserts like a test module's so failures show the compared values. Must run before the first import.
-pytest.register_assert_rewrite("gymverse.envs._contract_testing")
-
 # Under `uv run`, Ray would start every worker through `uv run` as well (seconds per actor, and it packages the
 # work tree); the venv already is the right environment. Ray reads this when it is first imported.
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")

@@ -1,4 +1,4 @@
-"""The Python 3.10 backports in `gymverse._pycompat`, exercised on whatever interpreter runs the tests."""
+"""The Python 3.10 backports in `gymverse.pycompat`, exercised on whatever interpreter runs the tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import concurrent.futures
 from typing import Any
 
 import pytest
-from gymverse._pycompat import TIMEOUT_ERRORS, _timeout_backport, timeout
+from gymverse.pycompat import TIMEOUT_ERRORS, _timeout_backport, timeout
 
 
 @pytest.mark.parametrize("cm", [_timeout_backport, timeout])

@@ -64,9 +64,8 @@ def test_signal_death_is_killed(sandbox: Sandbox) -> None:
 def test_callable_with_json_args(sandbox: Sandbox) -> None:
     res = sandbox.call("math:comb", [10, 3])
     assert (res.status, res.return_value) == ("ok", 120)
-    res = sandbox.call("gymverse.tools.base:trim", kwargs={"text": "x" * 100, "max_chars": 20})
-    assert res.status == "ok"
-    assert "truncated" in res.return_value
+    res = sandbox.call("gymverse.text:plural", kwargs={"n": 3, "word": "turn"})  # a keyword call into gymverse
+    assert (res.status, res.return_value) == ("ok", "3 turns")
 
 
 def test_callable_from_a_file_in_the_work_dir(sandbox: Sandbox) -> None:

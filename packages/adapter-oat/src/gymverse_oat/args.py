@@ -22,8 +22,8 @@ CLIENT_STATE_KEY = "gymverse_curriculum"
 class GymVerseArgs(PPOArgs):
     """Flags of the reference `train_oat_perpo.py` (``--env_id "a|b" --evolve --gamma --norm_return``) and more."""
 
-    # Environments: GymVerse ids joined by "|" (e.g. "games:GuessTheNumber|logic:Nonogram").
-    env_id: str = "games:GuessTheNumber"
+    # Environments: GymVerse ids joined by "|" (e.g. "game:GuessTheNumber|logic:Nonogram").
+    env_id: str = "game:GuessTheNumber"
     # Parallel episodes per actor (sessions stepped concurrently, generations batched into one vLLM call).
     num_env: int = 1
     # How envs fill a batch: one env per batch in round robin (the reference), or mixed batches.

@@ -21,3 +21,11 @@ def import_object(ref: str) -> Any:
         except AttributeError:
             raise ImportError(f"{ref!r}: {type(obj).__name__} {module_name!r} has no attribute {part!r}") from None
     return obj
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """Split ``"where[:Class]"`` into (where, class name or None); a drive-letter colon is not a separator."""
+    where, sep, name = spec.rpartition(":")
+    if sep and name.isidentifier() and where and not (len(where) == 1 and where.isalpha()):
+        return where, name
+    return spec, None

@@ -9,25 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 from gymverse.core import Env, Wrapper
+from gymverse.imports import split_spec
 
 
 class EnvLoadError(ValueError):
     """The spec does not lead to exactly one loadable `Env` subclass."""
-
-
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """Split ``"where[:Class]"`` into (where, class name or None); a drive-letter colon is not a separator."""
-    where, sep, name = spec.rpartition(":")
-    if sep and name.isidentifier() and where and not (len(where) == 1 and where.isalpha()):
-        return where, name
-    return spec, None
 
 
 def looks_like_path(where: str) -> bool:
@@ -135,17 +130,26 @@ def load_env_class(spec: str) -> type[Env]:
 def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> Env:
     """Build the env a reference names at `complexity`: ``gem:path.py[:Class][|success rule]`` (a GEM-style file,
     rule inferred unless given), ``file:path.py[:Class]`` (a GymVerse env file) or a registered id."""
-    if ref.startswith("gem:"):
-        from gymverse.compat.gem_files import load_gem_env_file
-
-        body, _, rule = ref.removeprefix("gem:").partition("|")
-        where, class_name = split_spec(body)
-        return load_gem_env_file(where, class_name, success_from=rule or "auto", complexity=complexity, seed=seed)
+    if ref.startswith("gem:"):  # GEM-style files: the gymverse-gem package builds them (entry-point group)
+        return _ref_builder("gem")(ref, complexity=complexity, seed=seed)
     if ref.startswith("file:"):
         return load_env_class(ref.removeprefix("file:"))(complexity=complexity, seed=seed)
-    import gymverse
+    from gymverse import registry
 
-    return gymverse.make(ref, complexity=complexity, seed=seed)
+    return registry.make(ref, complexity=complexity, seed=seed)
+
+
+#: Entry-point group of the packages that build file references of their own kind: the entry point named ``gem``
+#: builds ``gem:path.py[:Class][|rule]`` (gymverse-gem), called as ``builder(ref, complexity=..., seed=...)``.
+REF_BUILDERS_GROUP = "gymverse.refs"
+
+
+def _ref_builder(kind: str) -> Callable[..., Env]:
+    found = importlib.metadata.entry_points(group=REF_BUILDERS_GROUP, name=kind)
+    if not found:
+        raise EnvLoadError(f"'{kind}:' env files need the gymverse-{kind} package: pip install gymverse-{kind}")
+    builder: Callable[..., Env] = next(iter(found)).load()
+    return builder
 
 
 def prepare_ref(ref: str) -> None:

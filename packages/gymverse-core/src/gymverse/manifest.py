@@ -34,7 +34,7 @@ class ManifestError(ValueError):
 
 def split_ref(ref: str) -> tuple[str, str, str, str]:
     """``(prefix, path, ":Class" or "", "|rule" or "")`` of a file reference."""
-    from gymverse.loader import split_spec
+    from gymverse.imports import split_spec
 
     prefix = next(p for p in FILE_PREFIXES if ref.startswith(p))
     body, bar, rule = ref.removeprefix(prefix).partition("|")

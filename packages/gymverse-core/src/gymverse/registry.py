@@ -4,8 +4,8 @@ Ids of the form ``remote+http://host:port/family:Name`` name an env served by ``
 resolve to `gymverse.client.RemoteEnv` without being registered.
 
 An entry point in the group ``gymverse.envs`` names either a module (importing it registers its envs) or a
-callable taking no arguments (calling it registers them). Built-in envs live in `gymverse.envs` and are loaded
-on first use.
+callable taking no arguments (calling it registers them). The built-in envs (`gymverse.envs`, distribution
+gymverse-envs) register through this group like any other plugin; the registry itself needs none installed.
 """
 
 from __future__ import annotations
@@ -105,8 +105,6 @@ def _load_plugins() -> None:
         if _plugins_loaded:
             return
         _plugins_loaded = True
-        import gymverse.envs  # noqa: F401 - registers the built-in families
-
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
                 obj = ep.load()

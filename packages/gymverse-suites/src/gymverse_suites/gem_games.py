@@ -19,8 +19,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gymverse.compat._gem_shim import LanguageGameReward
-from gymverse.compat.gem import GemEnvAdapter
+from gymverse.compat.gem import GemEnvAdapter, LanguageGameReward
 from gymverse.complexity import LEVELS, interpolate
 from gymverse.core import EnvMetadata
 from gymverse.registry import register

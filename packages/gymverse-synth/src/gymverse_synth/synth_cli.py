@@ -152,7 +152,7 @@ def run_command(args: argparse.Namespace) -> int:
     from gymverse_synth.artifacts import register_suite
     from gymverse_synth.pipeline import run_pipeline
     from gymverse_synth.seeds import load_seeds_jsonl
-    from gymverse_synth.synth_progress import failure_lines, summary_table
+    from gymverse_synth.synth_summary import failure_lines, summary_table
 
     try:
         if args.seeds:

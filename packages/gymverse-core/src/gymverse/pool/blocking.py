@@ -16,9 +16,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gymverse._pycompat import timeout as timeout_after
 from gymverse.core import Env
 from gymverse.pool.faults import StepTimeout
+from gymverse.pycompat import timeout as timeout_after
 
 
 class BlockingRunner:

@@ -18,7 +18,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymverse._pycompat import TIMEOUT_ERRORS
 from gymverse.complexity import check_level
 from gymverse.core import StepResult
 from gymverse.pool.batched import BatchedCalls
@@ -26,6 +25,7 @@ from gymverse.pool.blocking import BlockingRunner, declares_nonblocking, is_nati
 from gymverse.pool.faults import StepTimeout, VectorError
 from gymverse.pool.slot import EnvRecipe, EnvSlot, WrapperFn, base_seeds, check_step_timeout
 from gymverse.pool.spotcheck import DEFAULT_EVERY, SpotChecks, accepts_known_bad
+from gymverse.pycompat import TIMEOUT_ERRORS
 
 
 class _Limiter:

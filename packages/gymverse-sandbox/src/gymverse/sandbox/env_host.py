@@ -170,7 +170,7 @@ class Host:
         if op == "lockstep":
             return {"value": _lockstep(env, self.envs[int(args[0])], args[1], args[2]), **self._sync(env, params=True)}
         if op == "instance_state":
-            from gymverse.canonical import BASE_ATTRS, canon
+            from gymverse.conformance import BASE_ATTRS, canon
 
             return {"value": encode(canon({k: v for k, v in vars(env).items() if k not in BASE_ATTRS}))}
         if op == "gem_attrs":
@@ -261,7 +261,7 @@ class Host:
         oracle's coin flips, drawn on the trusted side; the episode stops where they end). Returns the transcript
         and the exception that stopped it; the trusted side judges it (the env chose or received every action, so
         this reveals nothing it could not have answered call by call)."""
-        from gymverse.canonical import step_type_problem
+        from gymverse.conformance import step_type_problem
 
         out: dict[str, Any] = {"reset": None, "steps": [], "error": None}
         steps: list[Any] = []
@@ -309,7 +309,7 @@ def _lockstep(a: Any, b: Any, seed: Any, max_steps: Any) -> dict[str, Any]:
     ``{"calls": [[env "a"/"b", op, value], ...], "error": [type, message, traceback] or None}``. The trusted side
     replays the check against this record (`gymverse.checker._replay`): it judges every value itself and asks for
     the live calls when the record ends short of what it needs. Only env calls end it with an ``error``."""
-    from gymverse.canonical import step_limit
+    from gymverse.conformance import step_limit
     from gymverse.sandbox._recording import Log
 
     log = Log()

@@ -31,7 +31,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from gymverse._pycompat import timeout as deadline
+from gymverse.pycompat import timeout as deadline
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.episode_routes import EpisodeRoutes
 from gymverse.server.index import add_index_routes

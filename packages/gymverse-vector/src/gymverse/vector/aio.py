@@ -18,10 +18,10 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gymverse._pycompat import timeout as timeout_after
 from gymverse.pool.blocking import BlockingRunner, declares_nonblocking, is_native_async
 from gymverse.pool.faults import InjectedFault, StepTimeout
 from gymverse.pool.slot import EnvRecipe, EnvSlot, EnvStep
+from gymverse.pycompat import timeout as timeout_after
 from gymverse.vector.base import Actions, InProcessVecEnv, VecOptions, VecStepResult, collect_resets
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
