@@ -6,7 +6,9 @@ OpenAI-compatible server (``--llm http://HOST:PORT/v1 --model NAME``), in two va
 - ``before``: the program in one request (``construction="whole"``), and for a server no ``response_format`` schema
   (prompt-only design, what the HTTP client did before); the offline model always decoded the design by schema;
 - ``after``: ``construction="parts"`` (method by method, each checked and repaired on its own) and, for a server, the
-  design schema negotiated through ``response_format``.
+  design schema negotiated through ``response_format``;
+- ``sketch``: ``construction="sketch"`` (a one-answer task's instance generator as typed slots, under a JSON schema;
+  the default with ``--llm local``), schemas negotiated as in ``after``.
 
 Per seed it records the furthest stage reached (``abstraction``: no design; ``construction``: a design but no
 complete program; a validation stage ``static``, ``load``, ``checker``, ``degeneracy``: the program failed there;
@@ -30,7 +32,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gymverse_synth.llm import get_client
 from gymverse_synth.pipeline import SynthConfig, run_pipeline
@@ -43,11 +45,24 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ORDER = ("abstraction", "construction", "static", "load", "checker", "degeneracy", "accepted")
 FUNNEL = {"design": "construction", "program": "static", "static passed": "load", "loaded": "checker",
           "checker passed": "degeneracy", "accepted": "accepted"}  # fmt: skip
-VARIANTS = {"before": ("off", "whole"), "after": ("auto", "parts")}
+VARIANTS: dict[str, tuple[str, Literal["whole", "parts", "sketch"]]] = {
+    "before": ("off", "whole"),
+    "after": ("auto", "parts"),
+    "sketch": ("auto", "sketch"),
+}
 
 
 def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _round_stage(report: dict[str, Any]) -> str:
+    """The stage one round's validation report ended at (``construction`` when the round had no program)."""
+    if report.get("passed"):
+        return "accepted"
+    if any(f.get("check") == "no_program" for f in report.get("failures", [])):
+        return "construction"
+    return str(report.get("stage", "construction"))
 
 
 def _row(out: Path, seed_id: str, outcome: Any) -> dict[str, Any]:
@@ -59,9 +74,12 @@ def _row(out: Path, seed_id: str, outcome: Any) -> dict[str, Any]:
         for attempt in _read(record).get("parts", {}).get("attempts", []):
             parts[f"{attempt['part']} {'ok' if not attempt['failures'] else 'rejected'}"] += 1
     # a round that ended without a complete program is recorded as a failed `static/no_program`: it is construction
-    stage = "construction" if "no_program" in outcome.checks or outcome.stage == "repair" else outcome.stage
+    final = "construction" if "no_program" in outcome.checks or outcome.stage == "repair" else outcome.stage
+    # how far the seed got is its furthest round: a repair round can end earlier than the program it repairs
+    rounds = [_round_stage(_read(path)) for path in sorted(seed_dir.glob("validation_r*.json"))]
+    stage = max([final, *rounds], key=lambda s: ORDER.index(s) if s in ORDER else 0)
     return {
-        "seed": seed_id, "stage": stage, "status": outcome.status,
+        "seed": seed_id, "stage": stage, "final_stage": final, "round_stages": rounds, "status": outcome.status,
         "reason": outcome.reason.splitlines()[0][:160] if outcome.reason else "",
         "design_attempts": dict(design), "part_attempts": dict(sorted(parts.items())),
         "repair_rounds": outcome.repair_rounds, "completion_tokens": outcome.completion_tokens,
@@ -134,7 +152,9 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model name sent to a server")
     ap.add_argument("--domain", default="Logic")
     ap.add_argument("--n", type=int, default=2, help="seeds per variant (default 2)")
-    ap.add_argument("--variants", default="after,before", help="comma-separated: after, before (default both)")
+    ap.add_argument(
+        "--variants", default="sketch,after,before", help="comma-separated: sketch, after, before (default all)"
+    )
     ap.add_argument("--max-tokens", type=int, default=None, help="token cap per request (default: the client's)")
     ap.add_argument("--max-repairs", type=int, default=0, help="repair rounds (default 0: first programs)")
     ap.add_argument("--attempts", type=int, default=1, help="design attempts per seed (default 1)")
@@ -147,7 +167,7 @@ def main() -> None:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
-        ap.error(f"unknown variants {unknown}; expected before, after")
+        ap.error(f"unknown variants {unknown}; expected {', '.join(VARIANTS)}")
     t0 = time.perf_counter()
     extra = {"timeout": args.timeout} if args.llm.startswith(("http://", "https://")) else {}
     client = get_client(args.llm, model=args.model, **extra)

@@ -189,10 +189,10 @@ def test_a_failed_validation_redoes_only_the_part_it_points_to(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("llm", "flag", "expected"),
-    [("local", "auto", "parts"), ("http://127.0.0.1:9/v1", "auto", "whole"), ("local", "whole", "whole"),
+    [("local", "auto", "sketch"), ("http://127.0.0.1:9/v1", "auto", "whole"), ("local", "whole", "whole"),
      ("http://127.0.0.1:9/v1", "parts", "parts")],
 )  # fmt: skip
-def test_cli_builds_in_parts_by_default_for_the_offline_model(
+def test_cli_builds_from_a_sketch_by_default_for_the_offline_model(
     llm: str, flag: str, expected: str, tmp_path: Path
 ) -> None:
     args = argparse.Namespace(llm=llm, construction=flag, max_tokens=None, temperature=None, timeout=30.0,

@@ -29,6 +29,7 @@ from gymverse_synth.llm.base import LLMClient
 from gymverse_synth.parts import aconstruct_parts
 from gymverse_synth.repair import arepair
 from gymverse_synth.seeds import Seed
+from gymverse_synth.sketch_construct import aconstruct_sketch
 from gymverse_synth.spec import EnvDesign
 from gymverse_synth.validation import ValidationConfig, ValidationFailure, ValidationReport, validate_program
 
@@ -51,17 +52,18 @@ class SynthConfig:
     example: str = DEFAULT_EXAMPLE
     suite_dir: Path | None = None
     #: ``whole``: the program in one request; ``parts``: method by method, each checked and repaired on its own
-    #: (`gymverse_synth.parts`), what a small model can finish within its token budget.
-    construction: Literal["whole", "parts"] = "whole"
-    #: Requests per part and round before the part counts as failed (``construction="parts"``).
+    #: (`gymverse_synth.parts`), what a small model can finish within its token budget; ``sketch``: a one-answer task
+    #: whose instance generator the model writes as short typed slots (`gymverse_synth.sketch`), what a 135M model can.
+    construction: Literal["whole", "parts", "sketch"] = "whole"
+    #: Requests per part (or sketch) and round before it counts as failed (``construction="parts"``/``"sketch"``).
     part_attempts: int = 3
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
         if self.max_repairs < 0 or self.concurrency < 1 or self.abstraction_attempts < 1 or self.part_attempts < 1:
             raise ValueError("need max_repairs >= 0 and concurrency, abstraction_attempts, part_attempts >= 1")
-        if self.construction not in ("whole", "parts"):
-            raise ValueError(f"construction must be 'whole' or 'parts', got {self.construction!r}")
+        if self.construction not in ("whole", "parts", "sketch"):
+            raise ValueError(f"construction must be 'whole', 'parts' or 'sketch', got {self.construction!r}")
 
     @property
     def suite(self) -> Path:
@@ -138,6 +140,10 @@ class _SeedRun:
             ex = await aconstruct_parts(design, self.client, round_=round_, previous=previous[0], report=previous[1],
                                         attempts=self.config.part_attempts, example=self.config.example,
                                         sampling=sampling)  # fmt: skip
+        elif self.config.construction == "sketch":
+            report = self.reports[-1] if round_ else None
+            ex = await aconstruct_sketch(design, self.client, round_=round_, report=report,
+                                         attempts=self.config.part_attempts, sampling=sampling)  # fmt: skip
         elif round_ == 0:
             ex = await aconstruct(design, self.client, self.config.example, **sampling)
         else:

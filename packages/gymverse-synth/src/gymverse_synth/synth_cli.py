@@ -58,9 +58,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--construction",
-        choices=("auto", "whole", "parts"),
+        choices=("auto", "whole", "parts", "sketch"),
         default="auto",
-        help="program in one request (whole) or method by method (parts); auto: parts with --llm local",
+        help="program in one request (whole), method by method (parts) or as a one-answer task's typed slots "
+        "(sketch); auto: sketch with --llm local, else whole",
     )
     p.add_argument(
         "--structured",
@@ -138,8 +139,8 @@ def _config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
 
     sampling = {k: v for k, v in (("max_tokens", args.max_tokens), ("temperature", args.temperature)) if v is not None}
     validation = ValidationConfig(timeout=args.timeout, memory_mb=args.memory_mb)
-    construction: Literal["whole", "parts"] = "parts" if args.llm == "local" else "whole"
-    if args.construction in ("whole", "parts"):
+    construction: Literal["whole", "parts", "sketch"] = "sketch" if args.llm == "local" else "whole"
+    if args.construction in ("whole", "parts", "sketch"):
         construction = args.construction
     return SynthConfig(out=out, max_repairs=args.max_repairs, sampling=sampling, validation=validation,
                        construction=construction, **extra)  # fmt: skip
