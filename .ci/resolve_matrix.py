@@ -332,6 +332,30 @@ def build_wheels(out: Path) -> dict[str, Path]:
     return wheels
 
 
+def first_party_closure(requirements: tuple[str, ...], wheels: dict[str, Path]) -> list[str]:
+    """`requirements` (``name[extras]``) plus every GymVerse distribution they need, read from the built wheels'
+    Requires-Dist (with the requested extras): none of them is on the index, so each must come as a wheel URL."""
+    out = {r.split("[")[0]: r for r in requirements}
+    todo = list(requirements)
+    while todo:
+        req = todo.pop()
+        name, _, extras = req.partition("[")
+        wanted = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
+        with zipfile.ZipFile(wheels[name]) as whl:
+            meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+            lines = whl.read(meta).decode().splitlines()
+        for line in lines:
+            if not line.startswith("Requires-Dist:"):
+                continue
+            spec, _, marker = line.removeprefix("Requires-Dist:").strip().partition(";")
+            extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+            dep = _norm(re.split(r"[\s\[(<>=!~;]", spec.strip(), maxsplit=1)[0])
+            if dep in wheels and dep not in out and (extra is None or extra.group(1) in wanted):
+                out[dep] = dep
+                todo.append(dep)
+    return list(out.values())
+
+
 def run_row(fw: Framework, python: str, shown: str, wheels: dict[str, Path], timeout: float, tmp: Path) -> Row:
     sdists: dict[str, SdistMeta] = {}
     work = tmp / f"{fw.name}-{python}"
@@ -343,7 +367,8 @@ def run_row(fw: Framework, python: str, shown: str, wheels: dict[str, Path], tim
         alone = compile_env(list(fw.requirements), python, work / "alone", timeout, sdists)
     framework_sdists = set(sdists)
     # e.g. gymverse-adapter-oat[oat] @ file:///...whl: the wheel of this checkout, never a release on the index
-    gv_reqs = [*fw.requirements, *(f"{req} @ {wheels[req.split('[')[0]].as_uri()}" for req in fw.gymverse)]
+    gymverse = first_party_closure(fw.gymverse, wheels)
+    gv_reqs = [*fw.requirements, *(f"{req} @ {wheels[req.split('[')[0]].as_uri()}" for req in gymverse)]
     _log(f"{fw.label} @ Python {python}: + {' + '.join(fw.gymverse)} (wheels from this checkout) ...")
     both = compile_env(gv_reqs, python, work / "gymverse", timeout, sdists)
     added = sorted(set(sdists) - framework_sdists) if alone.ok else []
