@@ -125,7 +125,7 @@ class TimeLimit(LiveWrapper):
         return self._elapsed
 
     @property
-    def done(self) -> bool:  # type: ignore[override]
+    def done(self) -> bool:
         """True when this wrapper truncated the episode or the wrapped env ended it."""
         return self._cut or bool(self.env.done)
 
