@@ -631,6 +631,10 @@ class HostedEnv:
             session.garbage.append(self._eid)  # dropped with the next request: no I/O from a finalizer
 
 
+#: Checked by mypy: the proxy implements the whole protocol (a missing or mistyped member fails the type check).
+_IMPLEMENTS: type[EnvLike] = HostedEnv
+
+
 def _gem_env(self: HostedEnv) -> types.SimpleNamespace:
     """A snapshot of the hosted GEM object's scalar attributes."""
     value = self._value(self._call("gem_attrs", [], "reading the GEM object"), "reading the GEM object")

@@ -360,6 +360,10 @@ class RemoteEnv:
         self.close()
 
 
+#: Checked by mypy: the proxy implements the whole protocol (a missing or mistyped member fails the type check).
+_IMPLEMENTS: type[EnvLike] = RemoteEnv
+
+
 class RemoteSession:
     """`RemoteEnv` as an async episode session (``set_complexity`` / ``await reset/step/close``): the rollout
     session protocol, so episode loops drive remote envs like pool sessions."""
