@@ -30,15 +30,9 @@ from gymverse.contract import DOMAINS, FORMAT_PENALTY, SUCCESS_REWARD, Domain, E
 from gymverse.protocol import EnvLike, is_env_like
 
 
-class Env(ABC):
-    """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
-
-    metadata: ClassVar[EnvMetadata]
-    #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
-    complexity_params: ClassVar[Mapping[str, Any]] = {}
-    #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.
-    param_variance: ClassVar[Mapping[str, float]] = {}
-    format_penalty: ClassVar[float] = FORMAT_PENALTY
+class EpisodeBookkeeping:
+    """Level (current and requested), seed and generator, turn budget, params, turn and done: what `Env` keeps and a
+    proxy of an episode run elsewhere (`RemoteEnv`) mirrors, so that both apply one rule for levels and budgets."""
 
     def __init__(self, complexity: int = 1, seed: int | None = None, max_turns: int | None = None) -> None:
         self._level = check_level(complexity)
@@ -50,12 +44,6 @@ class Env(ABC):
         self.turn = 0
         self.done = False
         self._needs_reset = True
-
-    # ----------------------------------------------------------------- complexity
-    @classmethod
-    def complexity_spec(cls) -> ComplexitySpec:
-        """The declared complexity parameters as a `ComplexitySpec`."""
-        return ComplexitySpec(dict(cls.complexity_params), dict(cls.param_variance))
 
     @property
     def complexity(self) -> int:
@@ -73,6 +61,38 @@ class Env(ABC):
             return self._max_turns_override
         if "max_turns" in self.params:
             return int(self.params["max_turns"])
+        return self._declared_max_turns()
+
+    def _declared_max_turns(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} declares no turn budget")
+
+    @property
+    def seed_value(self) -> int | None:
+        """The last seed given to the constructor or `reset`."""
+        return self._seed
+
+    def sample_random_action(self) -> str:
+        """A random (not necessarily useful) well-formed action, drawn from this env's RNG."""
+        return r"\boxed{" + str(int(self.rng.integers(0, 10))) + "}"
+
+
+class Env(EpisodeBookkeeping, ABC):
+    """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
+
+    metadata: ClassVar[EnvMetadata]
+    #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
+    complexity_params: ClassVar[Mapping[str, Any]] = {}
+    #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.
+    param_variance: ClassVar[Mapping[str, float]] = {}
+    format_penalty: ClassVar[float] = FORMAT_PENALTY
+
+    # ----------------------------------------------------------------- complexity
+    @classmethod
+    def complexity_spec(cls) -> ComplexitySpec:
+        """The declared complexity parameters as a `ComplexitySpec`."""
+        return ComplexitySpec(dict(cls.complexity_params), dict(cls.param_variance))
+
+    def _declared_max_turns(self) -> int:
         return self.metadata.max_turns
 
     # ----------------------------------------------------------------- episode API
@@ -135,11 +155,7 @@ class Env(ABC):
     def solve(self) -> str:
         """Oracle: the next well-formed action that leads to success from the current state."""
 
-    def sample_random_action(self) -> str:
-        """A random (not necessarily useful) well-formed action, drawn from this env's RNG."""
-        return r"\boxed{" + str(int(self.rng.integers(0, 10))) + "}"
-
-    def close(self) -> None:  # noqa: B027 - optional hook, most envs hold no resources
+    def close(self) -> None:
         """Release resources held by the env."""
 
     # ----------------------------------------------------------------- state
@@ -161,11 +177,6 @@ class Env(ABC):
     def unwrapped(self) -> Env:
         """The base environment (itself)."""
         return self
-
-    @property
-    def seed_value(self) -> int | None:
-        """The last seed given to the constructor or `reset`."""
-        return self._seed
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} complexity={self.complexity}>"
@@ -365,6 +376,7 @@ __all__ = [
     "Env",
     "EnvLike",
     "EnvMetadata",
+    "EpisodeBookkeeping",
     "StepResult",
     "Wrapper",
     "run_oracle",

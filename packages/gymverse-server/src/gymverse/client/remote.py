@@ -15,10 +15,10 @@ import os
 import uuid
 from typing import Any
 
-import numpy as np
 from gymverse.client.http import AsyncRemoteClient, RemoteClient, RemoteError
-from gymverse.complexity import ComplexitySpec, check_level
+from gymverse.complexity import ComplexitySpec
 from gymverse.contract import FORMAT_PENALTY, EnvMetadata, StepResult
+from gymverse.core import EpisodeBookkeeping
 from gymverse.protocol import EnvLike
 
 TOKEN_ENV_VAR = "GYMVERSE_TOKEN"
@@ -28,13 +28,13 @@ class RemoteEnvFailed(RuntimeError):
     """The remote env failed to reset (the server ended the episode with this error)."""
 
 
-class RemoteEnv:
+class RemoteEnv(EpisodeBookkeeping):
     """A remote env session. `url` is the server (``http://host:port``), `env_id` a served id; extra keyword
     arguments go to the env's constructor on the server. The token defaults to ``$GYMVERSE_TOKEN``; ``token=""``
     sends none.
 
     An `EnvLike` proxy, not an `Env`: the episode (seeding, turn counting, format errors) runs on the server, so
-    none of the authoring template applies here."""
+    none of the authoring template applies here; it mirrors the server's level and turn bookkeeping."""
 
     #: The contract's default; the served document does not carry the env's own (the server applies it).
     format_penalty: float = FORMAT_PENALTY
@@ -54,16 +54,8 @@ class RemoteEnv:
         session_id: str | None = None,
         **kwargs: Any,
     ) -> None:
-        self._level = check_level(complexity if complexity is not None else 1)
-        self._pending_level: int | None = None
-        self._seed = seed
-        #: Draws this client's random actions only; the env's own generator lives on the server.
-        self.rng: np.random.Generator = np.random.default_rng(seed)
-        self._max_turns_override = max_turns
-        self.params: dict[str, Any] = {}
-        self.turn = 0
-        self.done = False
-        self._needs_reset = True
+        # `rng` here draws this client's random actions only; the env's own generator lives on the server
+        super().__init__(complexity if complexity is not None else 1, seed, max_turns)
         self.url = url.rstrip("/")
         self.env_id = env_id
         self.kwargs = dict(kwargs) if max_turns is None else {**kwargs, "max_turns": max_turns}
@@ -184,42 +176,18 @@ class RemoteEnv:
         return result
 
     # ------------------------------------------------------------------ EnvLike API (blocking)
-    @property
-    def complexity(self) -> int:
-        """The level of the current (or next, if a change is pending) episode."""
-        return self._pending_level if self._pending_level is not None else self._level
-
     @classmethod
     def complexity_spec(cls) -> ComplexitySpec:
         """Empty: the served env's params come with its document (`params`), its declaration stays on the server."""
         return ComplexitySpec({}, {})
 
-    def set_complexity(self, level: int) -> None:
-        """Request complexity `level` (1..10); it is sent with the next `reset`."""
-        self._pending_level = check_level(level)
-
-    @property
-    def max_turns(self) -> int:
-        """Turn budget (constructor override, else the served env's `max_turns` param, else its metadata)."""
-        if self._max_turns_override is not None:
-            return self._max_turns_override
-        if "max_turns" in self.params:
-            return int(self.params["max_turns"])
+    def _declared_max_turns(self) -> int:
         return self.metadata.max_turns
-
-    @property
-    def seed_value(self) -> int | None:
-        """The seed given to the constructor (a seed passed to `reset` goes to the server)."""
-        return self._seed
 
     @property
     def unwrapped(self) -> RemoteEnv:
         """Itself: the proxy wraps nothing local."""
         return self
-
-    def sample_random_action(self) -> str:
-        """A random boxed digit drawn from this client's generator (the served env's own is not exposed)."""
-        return r"\boxed{" + str(int(self.rng.integers(0, 10))) + "}"
 
     @property
     def metadata(self) -> EnvMetadata:
@@ -376,11 +344,6 @@ class RemoteSession:
     def open(cls, url: str, env_id: str, **kwargs: Any) -> RemoteSession:
         """A session on `env_id` at `url` (arguments as for `RemoteEnv`); the server is contacted at reset."""
         return cls(RemoteEnv(url, env_id, **kwargs))
-
-    @classmethod
-    def complexity_spec(cls) -> ComplexitySpec:
-        """Empty: the served env's params come with its document (`params`), its declaration stays on the server."""
-        return ComplexitySpec({}, {})
 
     def set_complexity(self, level: int) -> None:
         """Use `level` from the next reset on (sent with it)."""
