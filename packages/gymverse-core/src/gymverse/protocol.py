@@ -120,12 +120,19 @@ ENV_LIKE_MEMBERS: tuple[str, ...] = tuple(
 )
 
 
+#: The methods among them: what the runtime check looks for. Data members are left to the type checker, because
+#: an env may legitimately lack one until it is used (an `Env` subclass that declares no ``metadata`` still runs).
+ENV_LIKE_METHODS: tuple[str, ...] = tuple(
+    name for name in ENV_LIKE_MEMBERS if not isinstance(vars(EnvLike)[name], property)
+)
+
+
 def is_env_like(obj: object) -> TypeGuard[EnvLike]:
-    """True when `obj` has every `EnvLike` member; looked up statically, so no property runs (a proxy's
-    ``metadata`` may be a network call)."""
+    """True when `obj` (an instance, not a class) has every `EnvLike` method; looked up statically, so no property
+    runs (a proxy's ``metadata`` may be a network call)."""
     if isinstance(obj, type):
         return False
-    for name in ENV_LIKE_MEMBERS:
+    for name in ENV_LIKE_METHODS:
         try:
             inspect.getattr_static(obj, name)
         except AttributeError:
@@ -133,4 +140,4 @@ def is_env_like(obj: object) -> TypeGuard[EnvLike]:
     return True
 
 
-__all__ = ["ENV_LIKE_MEMBERS", "EnvLike", "is_env_like"]
+__all__ = ["ENV_LIKE_MEMBERS", "ENV_LIKE_METHODS", "EnvLike", "is_env_like"]
