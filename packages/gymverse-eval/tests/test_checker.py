@@ -183,6 +183,22 @@ def test_every_kind_of_target_is_accepted(target: object) -> None:
     assert {r.level for r in report.by_name("construct")} == {1, 10}
 
 
+def test_an_env_like_that_is_not_an_env_passes_the_checker() -> None:
+    from gymverse.core import Wrapper
+    from gymverse.protocol import is_env_like
+    from gymverse.wrappers import HistoryWrapper
+
+    def factory(**kw: Any) -> Wrapper:
+        return HistoryWrapper(GuessTheNumber(**kw), window=2)
+
+    probe = factory()
+    assert is_env_like(probe) and not isinstance(probe, Env)
+    report = check_env(factory, levels=(1, 10), seeds=(0,))
+    assert report.passed, report.summary()
+    with pytest.raises(CheckTargetError, match="not an instance"):
+        check_env(probe)  # an instance, proxy or not, is refused: the checker builds fresh envs
+
+
 # ---------------------------------------------------------------------------------------------- broken envs caught
 def test_unseeded_source_fails_determinism_only() -> None:
     report = check_env(UnseededSource, levels=(1,), seeds=(0, 1))

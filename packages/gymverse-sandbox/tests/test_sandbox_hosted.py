@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gymverse.checker import check_env
-from gymverse.core import StepResult
+from gymverse.core import Env, StepResult
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.protocol import is_env_like
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox._codec import CodecError, RemoteObject, decode, encode
 from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError, EnvHostTimeout, HostedEnv
@@ -71,6 +72,9 @@ def test_checker_verdicts_match_the_in_process_run(env_id: str) -> None:
     local = check_env(env_id, levels=(1, 10), seeds=(0,))
     with EnvHost(FACTORY, [env_id], limits=LIMITS) as host:
         remote = check_env(host.make, levels=(1, 10), seeds=(0,), env_id=env_id)
+        probe = host.make(1)  # the proxy implements EnvLike; it is not an Env with a skipped __init__
+        assert is_env_like(probe) and not isinstance(probe, Env)
+        probe.close()
     assert summary(remote) == summary(local)
     assert [r.reason for r in remote.results] == [r.reason for r in local.results]
     assert remote.passed

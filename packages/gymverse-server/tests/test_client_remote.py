@@ -11,6 +11,7 @@ import gymverse
 import numpy as np
 import pytest
 from gymverse.pool import EnvPool
+from gymverse.protocol import is_env_like
 from gymverse.registry import RegistryError
 from gymverse.vector import make_vec
 
@@ -38,10 +39,12 @@ def test_make_vec_over_remote_envs_gives_the_local_transcript(start_server: Any,
     assert srv.manager.metrics.sessions_created == 3 and len(srv.manager.sessions) == 0  # closed with the venv
 
 
-def test_remote_env_is_an_env(start_server: Any) -> None:
+def test_remote_env_is_env_like_and_behaves_like_the_local_env(start_server: Any) -> None:
     srv = start_server()
     env = gymverse.make(f"remote+{srv.url}/game:Mastermind", complexity=2, max_turns=3)
     local = gymverse.make("game:Mastermind", complexity=2, max_turns=3)
+    # a proxy, not an Env with a skipped __init__; recognising it opened no session (no property ran)
+    assert is_env_like(env) and not isinstance(env, gymverse.Env) and env.session_id is None
     assert env.metadata == local.metadata
     assert env.reset(seed=1) == local.reset(seed=1)
     assert env.params == {"pegs": 3, "colors": 5, "max_turns": 10} and env.max_turns == 3

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gymverse.core import Env
+from gymverse.protocol import EnvLike
 
 #: Attributes every `Env` owns for bookkeeping; the rest of ``vars(env)`` is the generated instance.
 BASE_ATTRS = frozenset(
@@ -53,7 +53,7 @@ def canon(obj: Any, depth: int = 0, _stack: frozenset[int] = frozenset()) -> Any
     return _ADDR.sub("", repr(obj))
 
 
-def step_limit(env: Env, max_steps: int | None) -> int:
+def step_limit(env: EnvLike, max_steps: int | None) -> int:
     """How many steps an episode may take before the checker gives up on it."""
     if max_steps is not None:
         return max_steps

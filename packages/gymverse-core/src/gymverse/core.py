@@ -1,4 +1,5 @@
-"""The environment contract: `Env`, `Wrapper`, `StepResult`, `EnvMetadata`.
+"""The environment contract: `Env` (the authoring template), `Wrapper` (the one wrapper base), and re-exports of
+`EnvLike`, `StepResult` and `EnvMetadata`.
 
 An `Env` is a text environment for an LLM agent. Subclasses implement three hooks:
 
@@ -19,72 +20,19 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 
 from gymverse.actions import ActionFormatError
 from gymverse.complexity import MAX_LEVEL, MIN_LEVEL, ComplexitySpec, check_level
-
-Domain = Literal["game", "algorithm", "logic", "tool-use", "other"]
-DOMAINS: tuple[str, ...] = ("game", "algorithm", "logic", "tool-use", "other")
-
-SUCCESS_REWARD = 1.0
-FORMAT_PENALTY = -0.1
+from gymverse.contract import DOMAINS, FORMAT_PENALTY, SUCCESS_REWARD, Domain, EnvMetadata, StepResult
+from gymverse.protocol import EnvLike, is_env_like
 
 
-@dataclass(frozen=True)
-class EnvMetadata:
-    """Static description of an environment family member."""
-
-    name: str
-    family: str
-    domain: Domain
-    description: str
-    action_format: str = r"\boxed{...}"
-    max_turns: int = 50
-    reward_range: tuple[float, float] = (FORMAT_PENALTY, SUCCESS_REWARD)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON form of the metadata."""
-        return {
-            "name": self.name,
-            "family": self.family,
-            "domain": self.domain,
-            "description": self.description,
-            "action_format": self.action_format,
-            "max_turns": self.max_turns,
-            "reward_range": list(self.reward_range),
-            "extra": dict(self.extra),
-        }
-
-
-class StepResult(NamedTuple):
-    """Result of `Env.step`; unpacks as Gymnasium's 5-tuple."""
-
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
-
-    @property
-    def done(self) -> bool:
-        """True when the episode ended for any reason."""
-        return self.terminated or self.truncated
-
-
-class Env(ABC):
-    """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
-
-    metadata: ClassVar[EnvMetadata]
-    #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
-    complexity_params: ClassVar[Mapping[str, Any]] = {}
-    #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.
-    param_variance: ClassVar[Mapping[str, float]] = {}
-    format_penalty: ClassVar[float] = FORMAT_PENALTY
+class EpisodeBookkeeping:
+    """Level (current and requested), seed and generator, turn budget, params, turn and done: what `Env` keeps and a
+    proxy of an episode run elsewhere (`RemoteEnv`) mirrors, so that both apply one rule for levels and budgets."""
 
     def __init__(self, complexity: int = 1, seed: int | None = None, max_turns: int | None = None) -> None:
         self._level = check_level(complexity)
@@ -96,12 +44,6 @@ class Env(ABC):
         self.turn = 0
         self.done = False
         self._needs_reset = True
-
-    # ----------------------------------------------------------------- complexity
-    @classmethod
-    def complexity_spec(cls) -> ComplexitySpec:
-        """The declared complexity parameters as a `ComplexitySpec`."""
-        return ComplexitySpec(dict(cls.complexity_params), dict(cls.param_variance))
 
     @property
     def complexity(self) -> int:
@@ -119,6 +61,38 @@ class Env(ABC):
             return self._max_turns_override
         if "max_turns" in self.params:
             return int(self.params["max_turns"])
+        return self._declared_max_turns()
+
+    def _declared_max_turns(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} declares no turn budget")
+
+    @property
+    def seed_value(self) -> int | None:
+        """The last seed given to the constructor or `reset`."""
+        return self._seed
+
+    def sample_random_action(self) -> str:
+        """A random (not necessarily useful) well-formed action, drawn from this env's RNG."""
+        return r"\boxed{" + str(int(self.rng.integers(0, 10))) + "}"
+
+
+class Env(EpisodeBookkeeping, ABC):
+    """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
+
+    metadata: ClassVar[EnvMetadata]
+    #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
+    complexity_params: ClassVar[Mapping[str, Any]] = {}
+    #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.
+    param_variance: ClassVar[Mapping[str, float]] = {}
+    format_penalty: ClassVar[float] = FORMAT_PENALTY
+
+    # ----------------------------------------------------------------- complexity
+    @classmethod
+    def complexity_spec(cls) -> ComplexitySpec:
+        """The declared complexity parameters as a `ComplexitySpec`."""
+        return ComplexitySpec(dict(cls.complexity_params), dict(cls.param_variance))
+
+    def _declared_max_turns(self) -> int:
         return self.metadata.max_turns
 
     # ----------------------------------------------------------------- episode API
@@ -181,11 +155,7 @@ class Env(ABC):
     def solve(self) -> str:
         """Oracle: the next well-formed action that leads to success from the current state."""
 
-    def sample_random_action(self) -> str:
-        """A random (not necessarily useful) well-formed action, drawn from this env's RNG."""
-        return r"\boxed{" + str(int(self.rng.integers(0, 10))) + "}"
-
-    def close(self) -> None:  # noqa: B027 - optional hook, most envs hold no resources
+    def close(self) -> None:
         """Release resources held by the env."""
 
     # ----------------------------------------------------------------- state
@@ -208,11 +178,6 @@ class Env(ABC):
         """The base environment (itself)."""
         return self
 
-    @property
-    def seed_value(self) -> int | None:
-        """The last seed given to the constructor or `reset`."""
-        return self._seed
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} complexity={self.complexity}>"
 
@@ -223,25 +188,56 @@ class Env(ABC):
         self.close()
 
 
-class Wrapper(Env):
-    """Transparent wrapper: every attribute not defined on the wrapper is looked up on the wrapped env, live."""
+class Wrapper:
+    """The one wrapper base: implements `EnvLike` by explicit forwarding to the wrapped env ``self.env``.
 
-    def __init__(self, env: Env) -> None:  # no super().__init__: the wrapper owns no RNG or episode state
+    Every member of `EnvLike` is forwarded; nothing else is. A wrapper's own fields stay on the wrapper (keep them
+    private and expose them as properties). Reach any other attribute of the stack explicitly, as Gymnasium 1.0
+    does: `get_wrapper_attr` reads it from the outermost layer that has it, `set_wrapper_attr` writes it on that
+    layer; both raise `AttributeError` naming the stack when no layer has it, so a typo never silently creates a
+    field on the wrong layer.
+    """
+
+    #: Own fields shared by reference between clones and left out of state snapshots (static config such as a
+    #: tokenizer): deep-copying them on every branch of a GRPO group would be slow and pointless.
+    _shared_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, env: EnvLike) -> None:
+        if not is_env_like(env):
+            raise TypeError(f"{type(self).__name__} wraps an env (EnvLike), got {type(env).__name__}")
         self.env = env
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails, so wrapper attributes shadow and the rest stays live.
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
+    # ----------------------------------------------------------------- explicit attribute access
+    def get_wrapper_attr(self, name: str) -> Any:
+        """The attribute `name` of the outermost layer of the stack (this wrapper first) that has it."""
+        for layer in self._layers():
+            if _has_own(layer, name):
+                return getattr(layer, name)
+        raise AttributeError(f"no layer of {self!r} has an attribute {name!r}")
 
+    def set_wrapper_attr(self, name: str, value: Any) -> None:
+        """Set `name` on the outermost layer of the stack that has it (no layer has it: `AttributeError`)."""
+        for layer in self._layers():
+            if _has_own(layer, name) and not _read_only(layer, name):
+                setattr(layer, name, value)
+                return
+        raise AttributeError(f"no layer of {self!r} has an attribute {name!r} to set")
+
+    def _layers(self) -> Iterator[object]:
+        node: object = self
+        while isinstance(node, Wrapper):
+            yield node
+            node = node.env
+        yield node
+
+    # ----------------------------------------------------------------- forwarded EnvLike members
     @property
-    def metadata(self) -> EnvMetadata:  # type: ignore[override]
+    def metadata(self) -> EnvMetadata:
         """The wrapped env's metadata."""
         return self.env.metadata
 
     @property
-    def unwrapped(self) -> Env:
+    def unwrapped(self) -> EnvLike:
         """The base environment under every wrapper."""
         return self.env.unwrapped
 
@@ -256,14 +252,33 @@ class Wrapper(Env):
         return self.env.max_turns
 
     @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
+    def params(self) -> dict[str, Any]:
         """Resolved complexity params of the base env."""
         return self.env.params
 
     @property
-    def format_penalty(self) -> float:  # type: ignore[override]
-        """The wrapped env's format penalty (the class default inherited from `Env` would shadow it)."""
+    def format_penalty(self) -> float:
+        """The wrapped env's format penalty."""
         return self.env.format_penalty
+
+    @property
+    def turn(self) -> int:
+        """Turns taken in the wrapped env's episode."""
+        return self.env.turn
+
+    @property
+    def done(self) -> bool:
+        """Whether the wrapped env's episode ended."""
+        return self.env.done
+
+    @property
+    def seed_value(self) -> int | None:
+        """The wrapped env's last seed."""
+        return self.env.seed_value
+
+    def complexity_spec(self) -> ComplexitySpec:
+        """The wrapped env's declared complexity parameters."""
+        return self.env.complexity_spec()
 
     def set_complexity(self, level: int) -> None:
         """Forward to the wrapped env (and so to the base env)."""
@@ -277,12 +292,6 @@ class Wrapper(Env):
         """Forward to the wrapped env."""
         return self.env.step(action)
 
-    def _reset(self) -> tuple[str, dict[str, Any]]:
-        raise NotImplementedError("wrappers forward reset() to the wrapped env")
-
-    def _step(self, action: str) -> StepResult:
-        raise NotImplementedError("wrappers forward step() to the wrapped env")
-
     def solve(self) -> str:
         """The base env's oracle action."""
         return self.env.solve()
@@ -295,23 +304,30 @@ class Wrapper(Env):
         """Close the wrapped env."""
         self.env.close()
 
+    # ----------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        """Wrapped env's state plus this wrapper's own fields."""
-        own = {k: copy.deepcopy(v) for k, v in self.__dict__.items() if k != "env"}
+        """Wrapped env's state plus this wrapper's own (non-shared) fields."""
+        own = {k: copy.deepcopy(v) for k, v in self.__dict__.items() if k != "env" and k not in self._shared_fields}
         return {"env": self.env.get_state(), "wrapper": own}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restore a snapshot taken with `get_state`."""
+        """Restore a snapshot taken with `get_state` (shared fields are kept as they are)."""
         self.env.set_state(state["env"])
         self.__dict__.update(copy.deepcopy(dict(state["wrapper"])))
 
-    def clone(self) -> Env:
-        """An independent copy of the whole wrapper stack."""
-        return copy.deepcopy(self)
+    def clone(self) -> EnvLike:
+        """An independent copy of the whole stack; shared fields of every wrapper in it are not copied."""
+        memo: dict[int, Any] = {}
+        for w in self.wrappers():
+            for name in w._shared_fields:
+                obj = w.__dict__.get(name)
+                if obj is not None:
+                    memo[id(obj)] = obj
+        return copy.deepcopy(self, memo)
 
     def wrappers(self) -> Iterator[Wrapper]:
         """The wrapper stack from outermost to innermost."""
-        node: Env = self
+        node: EnvLike = self
         while isinstance(node, Wrapper):
             yield node
             node = node.env
@@ -319,8 +335,25 @@ class Wrapper(Env):
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{self.env!r}>"
 
+    def __enter__(self) -> Wrapper:
+        return self
 
-def run_oracle(env: Env, seed: int | None = None, max_steps: int | None = None) -> list[StepResult]:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _has_own(layer: object, name: str) -> bool:
+    """True when `layer` itself (its instance fields or its class) defines `name`, without asking the layers below."""
+    return name in getattr(layer, "__dict__", {}) or hasattr(type(layer), name)
+
+
+def _read_only(layer: object, name: str) -> bool:
+    """True for a property without a setter (a wrapper's forwarded read): the write belongs further down."""
+    prop = getattr(type(layer), name, None)
+    return isinstance(prop, property) and prop.fset is None and name not in getattr(layer, "__dict__", {})
+
+
+def run_oracle(env: EnvLike, seed: int | None = None, max_steps: int | None = None) -> list[StepResult]:
     """Reset `env` and follow its oracle to the end of the episode; returns every step."""
     env.reset(seed=seed)
     steps: list[StepResult] = []
@@ -341,7 +374,9 @@ __all__ = [
     "SUCCESS_REWARD",
     "Domain",
     "Env",
+    "EnvLike",
     "EnvMetadata",
+    "EpisodeBookkeeping",
     "StepResult",
     "Wrapper",
     "run_oracle",

@@ -19,6 +19,7 @@ from types import ModuleType
 
 from gymverse.core import Env, Wrapper
 from gymverse.imports import split_spec
+from gymverse.protocol import EnvLike
 
 
 class EnvLoadError(ValueError):
@@ -127,7 +128,7 @@ def load_env_class(spec: str) -> type[Env]:
     return _pick(_import_module(where), where, class_name)
 
 
-def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> Env:
+def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> EnvLike:
     """Build the env a reference names at `complexity`: ``gem:path.py[:Class][|success rule]`` (a GEM-style file,
     rule inferred unless given), ``file:path.py[:Class]`` (a GymVerse env file) or a registered id."""
     if ref.startswith("gem:"):  # GEM-style files: the gymverse-gem package builds them (entry-point group)
@@ -144,7 +145,7 @@ def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> En
 REF_BUILDERS_GROUP = "gymverse.refs"
 
 
-def _ref_builder(kind: str) -> Callable[..., Env]:
+def _ref_builder(kind: str) -> Callable[..., EnvLike]:
     found = importlib.metadata.entry_points(group=REF_BUILDERS_GROUP, name=kind)
     if not found:
         raise EnvLoadError(f"'{kind}:' env files need the gymverse-{kind} package: pip install gymverse-{kind}")

@@ -21,11 +21,12 @@ from typing import Any
 
 from gymverse.core import Env
 from gymverse.imports import import_object
+from gymverse.protocol import EnvLike, is_env_like
 
 ENTRY_POINT_GROUP = "gymverse.envs"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+:[A-Za-z0-9_.\-]+$")
 
-EnvFactory = Callable[..., Env]
+EnvFactory = Callable[..., EnvLike]
 #: Family ids of earlier releases, still accepted: a family id is its domain's id (``game``, ``tool-use``).
 FAMILY_ALIASES = {"games": "game", "tooluse": "tool-use", "tool_use": "tool-use"}
 
@@ -181,13 +182,13 @@ def spec(env_id: str) -> EnvSpec:
     raise RegistryError(f"unknown env id {env_id!r}{hint} (see `gymverse list`)")
 
 
-def make(env_id: str, **kwargs: Any) -> Env:
-    """Build `env_id` with its registered defaults overridden by `kwargs`."""
+def make(env_id: str, **kwargs: Any) -> EnvLike:
+    """Build `env_id` with its registered defaults overridden by `kwargs` (an `Env`, a wrapper stack or a proxy)."""
     s = spec(env_id)
     factory = s.load()
     env = factory(**{**s.defaults, **kwargs})
-    if not isinstance(env, Env):
-        raise RegistryError(f"{env_id}: entry point returned {type(env).__name__}, not a gymverse Env")
+    if not is_env_like(env):
+        raise RegistryError(f"{env_id}: entry point returned {type(env).__name__}, not a gymverse Env (or EnvLike)")
     env.spec_id = s.id  # type: ignore[attr-defined]
     return env
 
@@ -199,7 +200,10 @@ def env_class(env_id: str) -> type[Env]:
         return factory
     env = make(env_id)
     env.close()
-    return type(env)
+    base = env.unwrapped
+    if not isinstance(base, Env):  # a proxy has no class to describe: its env runs elsewhere
+        raise RegistryError(f"{env_id} builds a {type(base).__name__} proxy, not a gymverse Env class")
+    return type(base)
 
 
 def list_envs(family: str | None = None) -> list[str]:

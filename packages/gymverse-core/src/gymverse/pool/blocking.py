@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gymverse.core import Env
 from gymverse.pool.faults import StepTimeout
+from gymverse.protocol import EnvLike
 from gymverse.pycompat import timeout as timeout_after
 
 
@@ -73,7 +73,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def is_native_async(env: Env) -> bool:
+def is_native_async(env: EnvLike) -> bool:
     """True when the outermost env object itself defines coroutine ``astep`` and ``areset`` methods.
 
     Looked up on the type, so a wrapper that only forwards attributes never lets the inner env's coroutines
@@ -84,7 +84,7 @@ def is_native_async(env: Env) -> bool:
     )
 
 
-def declares_nonblocking(env: Env) -> bool:
+def declares_nonblocking(env: EnvLike) -> bool:
     """True when the outermost env's class sets ``nonblocking = True``: its blocking ``step`` is cheap and never waits.
 
     The async backend then steps it inline on the event loop instead of in a worker thread (a thread hop costs

@@ -27,15 +27,16 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from gymverse.core import Env, StepResult
+from gymverse.core import StepResult
 from gymverse.imports import import_object
 from gymverse.pool.faults import InjectedFault, StepTimeout, error_info, error_observation
+from gymverse.protocol import EnvLike, is_env_like
 from gymverse.registry import RegistryError, spec
 
 AutoresetMode = Literal["next_step", "same_step", "disabled"]
 AUTORESET_MODES: tuple[str, ...] = ("same_step", "next_step", "disabled")
 EnvStep = tuple[str, float, bool, bool, dict[str, Any]]
-WrapperFn = Callable[[Env], Env]
+WrapperFn = Callable[[EnvLike], EnvLike]
 
 _SEED_MASK = (1 << 63) - 1
 
@@ -90,13 +91,13 @@ class EnvRecipe:
     """A picklable description of how to build one env (resolved in the parent, so workers need no registry)."""
 
     env_id: str
-    entry_point: str | Callable[..., Env]
+    entry_point: str | Callable[..., EnvLike]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     wrappers: tuple[WrapperFn, ...] = ()
 
     @classmethod
     def resolve(
-        cls, env: str | Callable[[], Env], kwargs: Mapping[str, Any], wrappers: Sequence[WrapperFn] = ()
+        cls, env: str | Callable[[], EnvLike], kwargs: Mapping[str, Any], wrappers: Sequence[WrapperFn] = ()
     ) -> EnvRecipe:
         """Look `env` up in the registry (an id) or accept it as a zero-argument factory."""
         if callable(env):
@@ -108,7 +109,7 @@ class EnvRecipe:
         s = spec(env)
         return cls(env, s.entry_point, {**s.defaults, **kwargs}, tuple(wrappers))
 
-    def build(self) -> Env:
+    def build(self) -> EnvLike:
         """Construct the env and apply the wrappers, innermost first."""
         load_env_host_modules()
 
@@ -119,12 +120,24 @@ class EnvRecipe:
             except ImportError as err:
                 raise RegistryError(f"{self.env_id}: cannot load entry point {self.entry_point!r}: {err}") from err
         env = factory(**self.kwargs)
-        if not isinstance(env, Env):
-            raise RegistryError(f"{self.env_id}: factory returned {type(env).__name__}, not a gymverse Env")
+        if not is_env_like(env):
+            raise RegistryError(
+                f"{self.env_id}: factory returned {type(env).__name__}, not a gymverse Env (or EnvLike)"
+            )
         env.spec_id = self.env_id  # type: ignore[attr-defined]
         for wrap in self.wrappers:
             env = wrap(env)
         return env
+
+
+def _rng(env: EnvLike) -> np.random.Generator:
+    """The base env's own generator, whose state replays an unseeded start (an `Env` has one; a proxy may not)."""
+    rng = getattr(env.unwrapped, "rng", None)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{type(env.unwrapped).__name__} has no rng generator: seed its episodes to record or replay them"
+        )
+    return rng
 
 
 class SlotMeta(NamedTuple):
@@ -156,7 +169,7 @@ class EnvSlot:
         self.episode = -1  # no episode yet; the first reset starts episode 0
         self.level: int | None = None  # None: the env's own constructor level
         self.pending: int | None = None
-        self.env: Env | None = None
+        self.env: EnvLike | None = None
         self.ended = True
         self.replayable = False
         self.explicit_seed: int | None = None
@@ -185,7 +198,7 @@ class EnvSlot:
                 remaining = outer_delay - (time.monotonic() - started)
                 signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3), outer_interval)
 
-    def _env(self) -> Env:
+    def _env(self) -> EnvLike:
         if self.env is None:
             self.env = self.recipe.build()
         return self.env
@@ -209,7 +222,7 @@ class EnvSlot:
         """Apply `level` from the next reset on."""
         self.pending = level
 
-    def _apply_level(self, env: Env) -> None:
+    def _apply_level(self, env: EnvLike) -> None:
         if self.pending is not None:
             self.level, self.pending = self.pending, None
         if self.level is not None:
@@ -230,7 +243,7 @@ class EnvSlot:
         except Exception as exc:
             return self.reset_failed(exc)
 
-    def prepare_reset(self) -> tuple[Env, int | None]:
+    def prepare_reset(self) -> tuple[EnvLike, int | None]:
         """Build the env if needed and apply the pending level; returns it and the seed to reset with."""
         env = self._env()
         self._apply_level(env)
@@ -241,11 +254,11 @@ class EnvSlot:
             seed = episode_seed(self.base_seed, self.episode) if self.unseeded else None
         self.unseeded = False
         if self.track:
-            self.start = (seed, None if seed is not None else env.unwrapped.rng.bit_generator.state)
+            self.start = (seed, None if seed is not None else _rng(env).bit_generator.state)
             self._start_reported = False
         return env, seed
 
-    def reset_done(self, env: Env) -> None:
+    def reset_done(self, env: EnvLike) -> None:
         """Book-keep a successful reset."""
         self.level = env.complexity
         self.ended = False
@@ -361,7 +374,7 @@ class EnvSlot:
             self._apply_level(env)
             seed, rng_state = meta.start
             if seed is None:
-                env.unwrapped.rng.bit_generator.state = rng_state
+                _rng(env).bit_generator.state = rng_state
             env.reset(seed=seed)
             for action in actions:
                 env.step(action)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from gymverse.core import Env
+from gymverse.protocol import EnvLike
 
 if TYPE_CHECKING:
     from gymverse.pool import EnvSession
@@ -52,7 +52,7 @@ class Session(Protocol):
         ...
 
 
-def default_env_id(env: Env) -> str:
+def default_env_id(env: EnvLike) -> str:
     """``family:Name`` from an env's metadata."""
     meta = env.metadata
     return f"{meta.family}:{meta.name}"
@@ -61,7 +61,7 @@ def default_env_id(env: Env) -> str:
 class InProcessSession:
     """`Session` over a local `Env` (possibly wrapped); ``offload=True`` runs env calls in a worker thread."""
 
-    def __init__(self, env: Env, env_id: str | None = None, *, offload: bool = False) -> None:
+    def __init__(self, env: EnvLike, env_id: str | None = None, *, offload: bool = False) -> None:
         self.env = env
         self._env_id = env_id if env_id is not None else default_env_id(env)
         self.offload = offload

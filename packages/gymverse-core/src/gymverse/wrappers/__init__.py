@@ -1,8 +1,8 @@
 """Composable env wrappers (Gymnasium-style): history, chat rendering, episode statistics, time limits.
 
-Every wrapper subclasses `gymverse.core.Wrapper` through `LiveWrapper`: reads and public writes reach the base env
-live, `set_complexity` and `unwrapped` pass through any stack, and `get_state/set_state/clone` include each
-wrapper's own fields.
+Every wrapper subclasses `gymverse.Wrapper`, the one base (`LiveWrapper` is its former name): the `EnvLike` members
+(reset, step, complexity, `unwrapped`, ...) pass through any stack, any other attribute is reached explicitly with
+`get_wrapper_attr`/`set_wrapper_attr`, and `get_state/set_state/clone` include each wrapper's own fields.
 """
 
 from gymverse.wrappers.base import LiveWrapper

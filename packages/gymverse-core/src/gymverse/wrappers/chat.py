@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, ClassVar
 
-from gymverse.core import Env, StepResult
-from gymverse.wrappers.base import LiveWrapper
+from gymverse.core import StepResult, Wrapper
+from gymverse.protocol import EnvLike
 
 Message = dict[str, str]
 
@@ -18,7 +18,7 @@ def render_plain(messages: list[Message]) -> str:
     return "".join(parts)
 
 
-class ChatWrapper(LiveWrapper):
+class ChatWrapper(Wrapper):
     """Maintain ``system`` / ``user`` (observation) / ``assistant`` (action) messages; the observation becomes the
     rendered conversation, ready to be sent to the model.
 
@@ -37,7 +37,7 @@ class ChatWrapper(LiveWrapper):
     _shared_fields: ClassVar[frozenset[str]] = frozenset({"_tokenizer"})
 
     def __init__(
-        self, env: Env, system_prompt: str | None = None, tokenizer: Any = None, window: int | None = None
+        self, env: EnvLike, system_prompt: str | None = None, tokenizer: Any = None, window: int | None = None
     ) -> None:
         super().__init__(env)
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):

@@ -6,13 +6,13 @@ from collections import deque
 from typing import Any, Literal
 
 from gymverse.actions import extract_boxed
-from gymverse.core import Env, StepResult
-from gymverse.wrappers.base import LiveWrapper
+from gymverse.core import StepResult, Wrapper
+from gymverse.protocol import EnvLike
 
 ActionView = Literal["full", "boxed"]
 
 
-class HistoryWrapper(LiveWrapper):
+class HistoryWrapper(Wrapper):
     r"""Replace each observation with the recent interaction history, rendered for an LLM prompt.
 
     The rendering is::
@@ -42,7 +42,7 @@ class HistoryWrapper(LiveWrapper):
 
     def __init__(
         self,
-        env: Env,
+        env: EnvLike,
         window: int | None = 8,
         include_actions: bool = True,
         keep_first: bool = True,

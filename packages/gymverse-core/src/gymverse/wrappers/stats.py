@@ -6,11 +6,11 @@ import time
 from collections import deque
 from typing import Any
 
-from gymverse.core import Env, StepResult
-from gymverse.wrappers.base import LiveWrapper
+from gymverse.core import StepResult, Wrapper
+from gymverse.protocol import EnvLike
 
 
-class EpisodeStatsWrapper(LiveWrapper):
+class EpisodeStatsWrapper(Wrapper):
     """At episode end add ``info["episode"] = {return, length, success, format_errors, time}``; keep aggregates.
 
     ``time`` is wall-clock seconds from `reset` to the last step (``time.perf_counter``), so it is the only field
@@ -22,7 +22,7 @@ class EpisodeStatsWrapper(LiveWrapper):
         recent: how many of the latest episodes `stats` uses for its ``recent_*`` figures.
     """
 
-    def __init__(self, env: Env, recent: int = 100) -> None:
+    def __init__(self, env: EnvLike, recent: int = 100) -> None:
         super().__init__(env)
         if isinstance(recent, bool) or not isinstance(recent, int) or recent < 1:
             raise ValueError(f"recent must be a positive integer, got {recent!r}")
@@ -99,14 +99,14 @@ class EpisodeStatsWrapper(LiveWrapper):
         return res
 
 
-class TimeLimit(LiveWrapper):
+class TimeLimit(Wrapper):
     """Truncate the episode after `max_turns` steps of this wrapper, with ``info["TimeLimit.truncated"] = True``.
 
     A truncated episode is over for the wrapper (`done` is True, another `step` raises) even though the wrapped
     env did not end it; ``info["success"]`` is then False unless the step itself reported success.
     """
 
-    def __init__(self, env: Env, max_turns: int) -> None:
+    def __init__(self, env: EnvLike, max_turns: int) -> None:
         super().__init__(env)
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
@@ -125,7 +125,7 @@ class TimeLimit(LiveWrapper):
         return self._elapsed
 
     @property
-    def done(self) -> bool:  # type: ignore[override]
+    def done(self) -> bool:
         """True when this wrapper truncated the episode or the wrapped env ended it."""
         return self._cut or bool(self.env.done)
 

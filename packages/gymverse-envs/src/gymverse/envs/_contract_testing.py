@@ -11,7 +11,8 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gymverse.core import Env, StepResult, run_oracle
+from gymverse.core import StepResult, run_oracle
+from gymverse.protocol import EnvLike
 from gymverse.registry import make
 
 #: Malformed for every built-in env: no box, empty box, unknown verb, huge input, non-ASCII verb.
@@ -26,7 +27,7 @@ MALFORMED_ACTIONS = [
 FORMAT_PENALTY = -0.1
 
 
-def run_actions(env: Env, actions: Sequence[str]) -> list[tuple[Any, ...]]:
+def run_actions(env: EnvLike, actions: Sequence[str]) -> list[tuple[Any, ...]]:
     """Step `actions` until the episode ends; a comparable record of every step."""
     out: list[tuple[Any, ...]] = []
     for a in actions:
@@ -37,7 +38,7 @@ def run_actions(env: Env, actions: Sequence[str]) -> list[tuple[Any, ...]]:
     return out
 
 
-def seeded_transcript(env: Env, seed: int, actions: Sequence[str]) -> list[tuple[Any, ...]]:
+def seeded_transcript(env: EnvLike, seed: int, actions: Sequence[str]) -> list[tuple[Any, ...]]:
     """Observation, reward and flags of every step of `actions` after `reset(seed)` (stops at episode end)."""
     obs, _ = env.reset(seed=seed)
     out: list[tuple[Any, ...]] = [(obs,)]
@@ -49,7 +50,7 @@ def seeded_transcript(env: Env, seed: int, actions: Sequence[str]) -> list[tuple
     return out
 
 
-def clone_mixed_actions(env: Env, n: int) -> list[str]:
+def clone_mixed_actions(env: EnvLike, n: int) -> list[str]:
     """Alternating oracle and random actions played on a clone, so the episode covers both paths."""
     probe = env.clone()
     acts: list[str] = []
@@ -61,7 +62,7 @@ def clone_mixed_actions(env: Env, n: int) -> list[str]:
     return acts
 
 
-def live_mixed_actions(env: Env, seed: int, n: int, submit_as: str | None = None) -> list[str]:
+def live_mixed_actions(env: EnvLike, seed: int, n: int, submit_as: str | None = None) -> list[str]:
     """Alternating oracle and random actions chosen live after `reset(seed)`.
 
     With `submit_as`, a random action that would submit is replaced by it, so the episode does not end early.
@@ -78,7 +79,7 @@ def live_mixed_actions(env: Env, seed: int, n: int, submit_as: str | None = None
     return actions
 
 
-def play_baseline(env: Env, policy: str, seed: int) -> bool:
+def play_baseline(env: EnvLike, policy: str, seed: int) -> bool:
     """Success of one episode of the ``random`` policy, or of repeating one fixed action (``constant``: a random
     one, ``first-oracle``: the oracle's first move)."""
     env.reset(seed=seed)
@@ -89,7 +90,7 @@ def play_baseline(env: Env, policy: str, seed: int) -> bool:
             return bool(res.info["success"])
 
 
-def check_oracle_solves(env: Env, seed: int) -> list[StepResult]:
+def check_oracle_solves(env: EnvLike, seed: int) -> list[StepResult]:
     """The oracle wins the episode of `seed` with reward 1 and no format error; returns its steps."""
     steps = run_oracle(env, seed=seed)
     assert steps[-1].info["success"] is True
@@ -123,7 +124,7 @@ def check_levels_change_instances_and_horizon(env_id: str) -> None:
     assert steps_high > steps_low
 
 
-def check_format_errors(env: Env, actions: Sequence[str], reset_seed: int | None = None) -> None:
+def check_format_errors(env: EnvLike, actions: Sequence[str], reset_seed: int | None = None) -> None:
     """Each of `actions` is a format error with the format penalty; the episode goes on.
 
     With `reset_seed`, an episode may end (its turn budget spent on errors) and is then reset with that seed.
@@ -201,7 +202,7 @@ def check_clone_and_state_replay(env_id: str) -> None:
     assert run_actions(env, acts) == first
 
 
-def check_pickled_clone_and_rewind(env: Env, odd_action: str | None = None) -> None:
+def check_pickled_clone_and_rewind(env: EnvLike, odd_action: str | None = None) -> None:
     """A pickled clone steps like `env` (same oracle moves and results), and a rewound snapshot replays them.
 
     Even steps play the oracle; odd steps play `odd_action`, or a random action when it is None.

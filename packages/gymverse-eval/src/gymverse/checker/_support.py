@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymverse.conformance import canon, step_type_problem
-from gymverse.core import Env, StepResult, Wrapper
+from gymverse.core import StepResult, Wrapper
+from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 
 
@@ -86,7 +87,7 @@ class Episode:
         return bool(self.steps) and bool(self.steps[-1][2] or self.steps[-1][3])
 
 
-def run_episode(env: Env, limit: int, policy: str) -> Episode:
+def run_episode(env: EnvLike, limit: int, policy: str) -> Episode:
     """Step `env` (already reset) with random actions (`policy="random"`) or its oracle until it ends."""
     ep = Episode(limit=limit)
     if isinstance(env, HostedEnv):
@@ -125,7 +126,7 @@ def _run_hosted(env: HostedEnv, ep: Episode, policy: str) -> Episode:
 class CountingWrapper(Wrapper):
     """Counts the resets and steps that pass through it, to prove the stack forwards calls."""
 
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: EnvLike) -> None:
         super().__init__(env)
         self.resets = 0
         self.steps = 0

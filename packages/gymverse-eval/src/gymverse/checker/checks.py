@@ -20,12 +20,13 @@ from gymverse.checker._support import (
 )
 from gymverse.complexity import LEVELS
 from gymverse.conformance import BASE_ATTRS, canon, step_limit, step_type_problem
-from gymverse.core import DOMAINS, Env, EnvMetadata
+from gymverse.core import DOMAINS, EnvMetadata
+from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural
 
 Outcome = tuple[bool, str]
-Build = Callable[[int], Env]
+Build = Callable[[int], EnvLike]
 
 #: Malformed actions every env must absorb: empty, unboxed prose, unbalanced box, and a 100 kB string.
 MALFORMED_ACTIONS: tuple[str, ...] = ("", "garbage", "\\boxed{", "garbage " * 12_500)
@@ -59,7 +60,7 @@ def _describe_end(ep: Episode) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- class-level checks
-def check_metadata(env: Env, env_id: str | None) -> Outcome:
+def check_metadata(env: EnvLike, env_id: str | None) -> Outcome:
     """Metadata is complete and consistent (and matches the registry family)."""
     md = getattr(env, "metadata", None)
     if not isinstance(md, EnvMetadata):
@@ -85,9 +86,9 @@ def check_metadata(env: Env, env_id: str | None) -> Outcome:
     return (False, "; ".join(problems)) if problems else OK
 
 
-def check_complexity_params(env: Env) -> Outcome:
+def check_complexity_params(env: EnvLike) -> Outcome:
     """Params are declared, valid, change between levels 1 and 10, and numeric ones are monotone in the level."""
-    spec = type(env).complexity_spec()
+    spec = env.complexity_spec()
     if not spec.params:
         return False, "no complexity_params declared: the complexity knob controls nothing"
     if any(not isinstance(v, int | float) or v < 0 for v in spec.variance.values()):
@@ -113,14 +114,14 @@ def check_complexity_params(env: Env) -> Outcome:
 
 
 # ---------------------------------------------------------------------------------------- per (level, seed) checks
-def check_construct(env: Env, level: int) -> Outcome:
+def check_construct(env: EnvLike, level: int) -> Outcome:
     """The factory built an Env at the requested level."""
     if env.complexity != level:
         return False, f"built at complexity {env.complexity}, requested {level}"
     return OK
 
 
-def check_reset(env: Env, seed: int, level: int) -> Outcome:
+def check_reset(env: EnvLike, seed: int, level: int) -> Outcome:
     """reset(seed) returns (non-empty str, dict) and reports the level."""
     out = env.reset(seed=seed)
     if not isinstance(out, tuple) or len(out) != 2:
@@ -135,7 +136,7 @@ def check_reset(env: Env, seed: int, level: int) -> Outcome:
     return OK
 
 
-def random_episode_checks(env: Env, seed: int, max_steps: int | None) -> dict[str, Outcome]:
+def random_episode_checks(env: EnvLike, seed: int, max_steps: int | None) -> dict[str, Outcome]:
     """One random-action episode, judged for step types, reward range and termination."""
     env.reset(seed=seed)
     ep = run_episode(env, step_limit(env, max_steps), "random")
@@ -175,7 +176,7 @@ def random_episode_checks(env: Env, seed: int, max_steps: int | None) -> dict[st
     return out
 
 
-def check_oracle(env: Env, seed: int, max_steps: int | None) -> Outcome:
+def check_oracle(env: EnvLike, seed: int, max_steps: int | None) -> Outcome:
     """The oracle reaches ``info["success"] is True`` without a format error."""
     env.reset(seed=seed)
     ep = run_episode(env, step_limit(env, max_steps), "oracle")
@@ -245,7 +246,7 @@ def recorded(check: Callable[[Any, int], Any], name: str, build: Build, level: i
     return check(env, seed)
 
 
-def check_malformed(env: Env, seed: int) -> Outcome:
+def check_malformed(env: EnvLike, seed: int) -> Outcome:
     """Each malformed action yields a format error with the format penalty, never an exception."""
     env.reset(seed=seed)
     penalty = float(env.format_penalty)
@@ -263,7 +264,7 @@ def check_malformed(env: Env, seed: int) -> Outcome:
     return OK
 
 
-def _advance(env: Env, seed: int, turns: int) -> None:
+def _advance(env: EnvLike, seed: int, turns: int) -> None:
     """Reset, then take up to `turns` random steps without ending the episode (replaying if one would end it)."""
     env.reset(seed=seed)
     taken: list[str] = []
@@ -278,7 +279,7 @@ def _advance(env: Env, seed: int, turns: int) -> None:
         taken.append(action)
 
 
-def _continue(env: Env, actions: list[str] | None, limit: int) -> tuple[list[str], list[Any]]:
+def _continue(env: EnvLike, actions: list[str] | None, limit: int) -> tuple[list[str], list[Any]]:
     """Take `limit` steps (random, or replaying `actions`) and record sampled actions plus results."""
     taken, record = [], []
     for i in range(limit if actions is None else len(actions)):
@@ -292,7 +293,7 @@ def _continue(env: Env, actions: list[str] | None, limit: int) -> tuple[list[str
     return taken, record
 
 
-def state_checks(env: Env, seed: int) -> dict[str, Outcome]:
+def state_checks(env: EnvLike, seed: int) -> dict[str, Outcome]:
     """get_state/set_state and clone() reproduce the continuation of a mid-episode snapshot."""
     _advance(env, seed, 2)
     snapshot = env.get_state()
@@ -342,7 +343,7 @@ def check_wrapper_complexity(build: Build, low: int, high: int, seed: int) -> Ou
     stack.step(stack.sample_random_action())
     stack.set_complexity(high)
     obs, info = stack.reset(seed=seed)
-    if stack.unwrapped is not base:
+    if stack.unwrapped is not base.unwrapped:  # a wrapper-stack target has its own base
         return False, "Wrapper.unwrapped does not return the base env"
     if counter.resets != 2 or counter.steps != 1 or info.get("checker_wrapped") is not True:
         return False, "calls did not pass through the wrapper stack"
@@ -358,7 +359,7 @@ def check_wrapper_complexity(build: Build, low: int, high: int, seed: int) -> Ou
     return OK
 
 
-def instance_fingerprint(env: Env, seed: int) -> Any:
+def instance_fingerprint(env: EnvLike, seed: int) -> Any:
     """The first observation, turn budget and generated state of `env` after reset(seed)."""
     obs, _ = env.reset(seed=seed)
     if isinstance(env, HostedEnv):  # its attributes live in its host process, which canonicalizes them there

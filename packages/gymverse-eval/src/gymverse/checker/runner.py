@@ -12,7 +12,7 @@ from gymverse.checker import checks as C
 from gymverse.checker.report import CheckReport, CheckResult, crash_result
 from gymverse.checker.target import CheckTargetError, resolve_target
 from gymverse.complexity import MAX_LEVEL, MIN_LEVEL, check_level
-from gymverse.core import Env
+from gymverse.protocol import EnvLike
 
 #: Check names in run order (per level × seed ones in the middle).
 GLOBAL_CHECKS = ("metadata", "complexity_params")
@@ -111,9 +111,9 @@ class _Builder:
 
     def __init__(self, build: C.Build) -> None:
         self._build = build
-        self._open: list[Env] = []
+        self._open: list[EnvLike] = []
 
-    def __call__(self, level: int) -> Env:
+    def __call__(self, level: int) -> EnvLike:
         env = self._build(level)
         self._open.append(env)
         return env
@@ -126,7 +126,7 @@ class _Builder:
 
 
 def _episode_checks(run: _Run, build: _Builder, level: int, seed: int, max_steps: int | None) -> None:
-    holder: list[Env] = []
+    holder: list[EnvLike] = []
 
     def construct() -> C.Outcome:
         holder.append(build(level))

@@ -10,6 +10,7 @@ from typing import Any
 from gymverse import registry
 from gymverse.core import Env
 from gymverse.loader import EnvLoadError, is_importable, load_env_class, looks_like_path, split_spec
+from gymverse.protocol import EnvLike, is_env_like
 
 
 class CheckTargetError(ValueError):
@@ -21,7 +22,7 @@ class Target:
     """A resolved checker target."""
 
     label: str
-    build: Callable[[int], Env]
+    build: Callable[[int], EnvLike]
     #: The registry id when the target was one (its family must match the metadata's).
     env_id: str | None = None
 
@@ -34,25 +35,25 @@ def _accepts_kwarg(fn: Callable[..., Any], name: str) -> bool:
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-def _from_factory(factory: Callable[..., Env], label: str, env_kwargs: Mapping[str, Any]) -> Target:
+def _from_factory(factory: Callable[..., EnvLike], label: str, env_kwargs: Mapping[str, Any]) -> Target:
     takes_level = _accepts_kwarg(factory, "complexity")
 
-    def build(level: int) -> Env:
+    def build(level: int) -> EnvLike:
         if takes_level:
             env = factory(**{**env_kwargs, "complexity": level})
         else:
             env = factory(**env_kwargs)
-            if isinstance(env, Env):
+            if is_env_like(env):
                 env.set_complexity(level)
-        if not isinstance(env, Env):
-            raise TypeError(f"{label} returned {type(env).__name__}, not a gymverse Env")
+        if not is_env_like(env):
+            raise TypeError(f"{label} returned {type(env).__name__}, not a gymverse Env (or EnvLike)")
         return env
 
     return Target(label, build)
 
 
 def _from_id(env_id: str, env_kwargs: Mapping[str, Any]) -> Target:
-    def build(level: int) -> Env:
+    def build(level: int) -> EnvLike:
         return registry.make(env_id, **{**env_kwargs, "complexity": level})
 
     return Target(env_id, build, env_id=env_id)
@@ -75,7 +76,7 @@ def resolve_target(target: object, env_kwargs: Mapping[str, Any] | None = None) 
             missing = ", ".join(sorted(getattr(target, "__abstractmethods__", ())))
             raise CheckTargetError(f"{target.__qualname__} is abstract (does not implement: {missing})")
         return _from_factory(target, f"{target.__module__}:{target.__qualname__}", kwargs)
-    if isinstance(target, Env):
+    if is_env_like(target):
         raise CheckTargetError("pass the Env class or a factory, not an instance: the checker builds fresh envs")
     if isinstance(target, str):
         spec = target.strip()

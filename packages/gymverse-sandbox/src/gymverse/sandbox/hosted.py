@@ -3,7 +3,7 @@
 Checking an env inside the env's own process lets the env rewrite the checker or print a forged report. Here the
 env lives in a `gymverse.sandbox` job (`gymverse.sandbox.env_host`, same launcher, isolation and limits as
 `Sandbox`) and the trusted process talks to it over two pipes, one length-prefixed JSON message per request and
-per answer. `EnvHost.make(level)` returns a `HostedEnv`: a real `gymverse.core.Env` whose reset/step/solve/state/
+per answer. `EnvHost.make(level)` returns a `HostedEnv`: a `gymverse.EnvLike` proxy whose reset/step/solve/state/
 clone calls are requests, so `gymverse.checker.check_env(host.make)`, policies and probes run unchanged here and
 every verdict is computed from the env's answers in this process.
 
@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 
 from gymverse import deadline as _deadline
 from gymverse.complexity import ComplexitySpec, check_level
-from gymverse.core import Env, EnvMetadata, StepResult
+from gymverse.contract import EnvMetadata, StepResult
+from gymverse.protocol import EnvLike
 from gymverse.sandbox import _protocol
 from gymverse.sandbox._audit import MAX_RECORDS
 from gymverse.sandbox._codec import CodecError, RemoteObject, decode
@@ -354,8 +355,8 @@ def _played(value: Any, what: str, session: _Session) -> Played:
     return Played(value.get("reset"), steps, err)
 
 
-class HostedEnv(Env):
-    """An `Env` whose code runs in an `EnvHost`; every call is a request, every value comes back decoded.
+class HostedEnv:
+    """An `EnvLike` whose code runs in an `EnvHost`; every call is a request, every value comes back decoded.
 
     Build with `EnvHost.make`. Attributes the env computes (complexity, max_turns, params, turn, done) are those
     the host reported with its last answer; class-level declarations (complexity params, variance) are the
@@ -363,9 +364,12 @@ class HostedEnv(Env):
     """
 
     gem: ClassVar[bool] = False
+    #: The remote class's declarations (set on the per-class proxy type by `EnvHost`).
+    complexity_params: ClassVar[Mapping[str, Any]] = {}
+    param_variance: ClassVar[Mapping[str, float]] = {}
     class_error: ClassVar[list[Any] | None] = None
 
-    def __init__(self, host: EnvHost, session: _Session, answer: dict[str, Any]) -> None:  # no Env.__init__
+    def __init__(self, host: EnvHost, session: _Session, answer: dict[str, Any]) -> None:
         self._host, self._session, self._eid = host, session, int(answer["env"])
         self._closed = False
         self._desc = answer
@@ -401,9 +405,9 @@ class HostedEnv(Env):
     def _synced(self, name: str) -> Any:
         return self._field(self._sync.get(name), name)
 
-    # ------------------------------------------------------------------------------------------ Env contract
+    # ------------------------------------------------------------------------------------------ EnvLike contract
     @property
-    def metadata(self) -> EnvMetadata:  # type: ignore[override]
+    def metadata(self) -> EnvMetadata:
         """The remote env's metadata (rebuilt as `EnvMetadata` when it is one)."""
         md = self._field(self._desc.get("metadata"), "metadata")
         if isinstance(md, dict) and isinstance(md.get("EnvMetadata"), dict):
@@ -415,7 +419,7 @@ class HostedEnv(Env):
         return other  # not EnvMetadata: the metadata check reports its type
 
     @property
-    def format_penalty(self) -> float:  # type: ignore[override]
+    def format_penalty(self) -> float:
         """The remote env's format penalty."""
         return self._field(self._desc.get("format_penalty"), "format_penalty")
 
@@ -424,7 +428,7 @@ class HostedEnv(Env):
         """The remote class's declared complexity parameters."""
         if cls.class_error is not None:
             raise remote_error(cls.class_error[0], cls.class_error[1])
-        return super().complexity_spec()
+        return ComplexitySpec(dict(cls.complexity_params), dict(cls.param_variance))
 
     @property
     def complexity(self) -> int:
@@ -437,17 +441,17 @@ class HostedEnv(Env):
         return self._synced("max_turns")
 
     @property
-    def params(self) -> dict[str, Any]:  # type: ignore[override]
+    def params(self) -> dict[str, Any]:
         """The remote env's resolved params (as of its last reset)."""
         return self._synced("params")
 
     @property
-    def turn(self) -> int:  # type: ignore[override]
+    def turn(self) -> int:
         """Turns taken in the remote env's episode."""
         return self._synced("turn")
 
     @property
-    def done(self) -> bool:  # type: ignore[override]
+    def done(self) -> bool:
         """Whether the remote env's episode ended."""
         return self._synced("done")
 
@@ -473,12 +477,6 @@ class HostedEnv(Env):
         if isinstance(value, tuple) and len(value) == 5:
             return StepResult(*value)
         return value
-
-    def _reset(self) -> tuple[str, dict[str, Any]]:
-        raise NotImplementedError("a hosted env resets in its host")
-
-    def _step(self, action: str) -> StepResult:
-        raise NotImplementedError("a hosted env steps in its host")
 
     def solve(self) -> str:
         """The remote oracle's action."""
@@ -508,14 +506,14 @@ class HostedEnv(Env):
             raise ValueError("set_state needs a snapshot taken with get_state() from an env of the same env host")
         self._call("set_state", [handle.handle], "set_state()")
 
-    def clone(self) -> Env:
+    def clone(self) -> EnvLike:
         """An independent copy made by the remote env's `clone` (this proxy when it returned itself)."""
         answer = self._call("clone", [], "clone()")
         if int(answer["env"]) == self._eid:
             return self
         return self._host.proxy(self._session, answer)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Env:
+    def __deepcopy__(self, memo: dict[int, Any]) -> EnvLike:
         return self.clone()
 
     def play(
@@ -613,13 +611,28 @@ class HostedEnv(Env):
             raise EnvHostError("the env host reported its global RNG state in the wrong form")
         return [v[:40] for v in value]
 
+    @property
+    def unwrapped(self) -> HostedEnv:
+        """Itself: the proxy wraps nothing local."""
+        return self
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} hosted #{self._eid}>"
+
+    def __enter__(self) -> HostedEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __del__(self) -> None:
         session = getattr(self, "_session", None)
         if session is not None and session.dead is None and not getattr(self, "_closed", True):
             session.garbage.append(self._eid)  # dropped with the next request: no I/O from a finalizer
+
+
+#: Checked by mypy: the proxy implements the whole protocol (a missing or mistyped member fails the type check).
+_IMPLEMENTS: type[EnvLike] = HostedEnv
 
 
 def _gem_env(self: HostedEnv) -> types.SimpleNamespace:

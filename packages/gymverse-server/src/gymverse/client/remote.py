@@ -16,7 +16,10 @@ import uuid
 from typing import Any
 
 from gymverse.client.http import AsyncRemoteClient, RemoteClient, RemoteError
-from gymverse.core import Env, EnvMetadata, StepResult
+from gymverse.complexity import ComplexitySpec
+from gymverse.contract import FORMAT_PENALTY, EnvMetadata, StepResult
+from gymverse.core import EpisodeBookkeeping
+from gymverse.protocol import EnvLike
 
 TOKEN_ENV_VAR = "GYMVERSE_TOKEN"
 
@@ -25,10 +28,16 @@ class RemoteEnvFailed(RuntimeError):
     """The remote env failed to reset (the server ended the episode with this error)."""
 
 
-class RemoteEnv(Env):
+class RemoteEnv(EpisodeBookkeeping):
     """A remote env session. `url` is the server (``http://host:port``), `env_id` a served id; extra keyword
     arguments go to the env's constructor on the server. The token defaults to ``$GYMVERSE_TOKEN``; ``token=""``
-    sends none."""
+    sends none.
+
+    An `EnvLike` proxy, not an `Env`: the episode (seeding, turn counting, format errors) runs on the server, so
+    none of the authoring template applies here; it mirrors the server's level and turn bookkeeping."""
+
+    #: The contract's default; the served document does not carry the env's own (the server applies it).
+    format_penalty: float = FORMAT_PENALTY
 
     def __init__(
         self,
@@ -45,6 +54,7 @@ class RemoteEnv(Env):
         session_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        # `rng` here draws this client's random actions only; the env's own generator lives on the server
         super().__init__(complexity if complexity is not None else 1, seed, max_turns)
         self.url = url.rstrip("/")
         self.env_id = env_id
@@ -165,9 +175,22 @@ class RemoteEnv(Env):
         self.done = result.done
         return result
 
-    # ------------------------------------------------------------------ Env API (blocking)
+    # ------------------------------------------------------------------ EnvLike API (blocking)
+    @classmethod
+    def complexity_spec(cls) -> ComplexitySpec:
+        """Empty: the served env's params come with its document (`params`), its declaration stays on the server."""
+        return ComplexitySpec({}, {})
+
+    def _declared_max_turns(self) -> int:
+        return self.metadata.max_turns
+
     @property
-    def metadata(self) -> EnvMetadata:  # type: ignore[override]
+    def unwrapped(self) -> RemoteEnv:
+        """Itself: the proxy wraps nothing local."""
+        return self
+
+    @property
+    def metadata(self) -> EnvMetadata:
         """The served env's metadata (opens the session if needed)."""
         if not self._doc:
             self._ensure()
@@ -229,7 +252,7 @@ class RemoteEnv(Env):
                 self._sync.close()
             self._drop_async()
 
-    # ------------------------------------------------------------------ Env API (asyncio)
+    # ------------------------------------------------------------------ EnvLike API (asyncio)
     async def _aensure(self) -> str:
         if self.closed:
             raise RuntimeError(f"RemoteEnv {self.env_id} is closed")
@@ -279,12 +302,6 @@ class RemoteEnv(Env):
             self._sync.close()
 
     # ------------------------------------------------------------------ not available remotely
-    def _reset(self) -> tuple[str, dict[str, Any]]:
-        raise NotImplementedError("RemoteEnv resets on the server; call reset()")
-
-    def _step(self, action: str) -> StepResult:
-        raise NotImplementedError("RemoteEnv steps on the server; call step()")
-
     def solve(self) -> str:
         """Not served: the oracle stays on the server."""
         raise NotImplementedError(f"the oracle of {self.env_id} is not served over HTTP")
@@ -297,12 +314,22 @@ class RemoteEnv(Env):
         """Not available: the state lives on the server."""
         raise NotImplementedError("a RemoteEnv's state lives on the server and cannot be restored")
 
-    def clone(self) -> Env:
+    def clone(self) -> EnvLike:
         """Not available: two clients would share one server session."""
         raise NotImplementedError("a RemoteEnv cannot be cloned (open another session instead)")
 
     def __repr__(self) -> str:
         return f"<RemoteEnv {self.url}/{self.env_id} session={self.session_id}>"
+
+    def __enter__(self) -> RemoteEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: Checked by mypy: the proxy implements the whole protocol (a missing or mistyped member fails the type check).
+_IMPLEMENTS: type[EnvLike] = RemoteEnv
 
 
 class RemoteSession:

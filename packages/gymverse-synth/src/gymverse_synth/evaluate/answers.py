@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 import re
 
-from gymverse.core import Env
+from gymverse.protocol import EnvLike
 
 CONSTANTS = ("0", "1", "yes", "no", "-1", "", "A")
 MAX_CANDIDATES = 16
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
-def _templates(env: Env, obs: str) -> tuple[list[str], list[str]]:
+def _templates(env: EnvLike, obs: str) -> tuple[list[str], list[str]]:
     """Action templates: the env's own sample actions (its answer format, but possibly drawn from hidden state) and
     the observation's (what a model sees)."""
     sampled: list[str] = []
@@ -39,7 +39,7 @@ def _substitute(template: str, constant: str) -> str | None:
     return None
 
 
-def candidates(env: Env, obs: str) -> list[str]:
+def candidates(env: EnvLike, obs: str) -> list[str]:
     """Constant answers a model could write, most telling first: each constant substituted into the env's action
     templates and boxed on its own, then the observation's example actions verbatim. The sampler's actions lend
     their format only: verbatim they may carry the hidden answer, which no model sees."""

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gymverse.checker.report import CheckResult, describe_error
-from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.loader import prepare_ref
+from gymverse.protocol import EnvLike
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError
 
@@ -127,7 +127,7 @@ def _check_in_child(ref: str, **plan: Any) -> dict[str, Any]:
     `plan`: the evidence keywords of `collect_evidence` (`CorrectnessConfig.job_kwargs`).
     """
 
-    def factory(complexity: int = 1) -> Env:
+    def factory(complexity: int = 1) -> EnvLike:
         return build_env(ref, complexity)
 
     with contextlib.redirect_stdout(sys.stderr):
@@ -184,7 +184,7 @@ def host_record(evidence: dict[str, Any], host: EnvHost) -> dict[str, Any]:
 
 
 def collect_evidence(
-    factory: Callable[[int], Env],
+    factory: Callable[[int], EnvLike],
     ref: str,
     checker_levels: Sequence[int],
     checker_seeds: Sequence[int],
@@ -282,7 +282,7 @@ class _Stages:
 
 
 def _episodes(
-    factory: Callable[[int], Env],
+    factory: Callable[[int], EnvLike],
     policy: str,
     level: int,
     seeds: Sequence[int],

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 from gymverse.checker.report import describe_error
-from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.trajectory import Trajectory, Turn
 
@@ -32,11 +32,11 @@ class Policy(Protocol):
 
     name: str
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Called after `env.reset(seed)` with the first observation."""
         ...
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """The next action text."""
         ...
 
@@ -46,10 +46,10 @@ class RandomPolicy:
 
     name = "random"
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Nothing to prepare."""
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """A random well-formed action."""
         return env.sample_random_action()
 
@@ -65,11 +65,11 @@ class ConstantPolicy:
     def __init__(self) -> None:
         self._action = ""
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Fix the action for this episode."""
         self._action = env.sample_random_action()
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """The same action every turn."""
         return self._action
 
@@ -79,10 +79,10 @@ class OraclePolicy:
 
     name = "oracle"
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Nothing to prepare."""
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """The oracle's next action."""
         return env.solve()
 
@@ -97,7 +97,7 @@ class NoisyOraclePolicy:
         self.name = f"noisy:{self.epsilon:g}"
         self._rng = np.random.default_rng(0)
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Reseed the coin flips from the episode seed so runs are reproducible."""
         self._rng = np.random.default_rng([int(seed), 0x6E6F697379])
 
@@ -107,7 +107,7 @@ class NoisyOraclePolicy:
         rng = np.random.default_rng([int(seed), 0x6E6F697379])
         return "".join("r" if rng.random() < self.epsilon else "o" for _ in range(turns))
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """Oracle action, or a random one with probability ε."""
         if self._rng.random() < self.epsilon:
             return env.sample_random_action()
@@ -182,7 +182,7 @@ class LLMPolicy:
         self._history: list[tuple[str, str]] = []
         self._pending = ""
 
-    def begin(self, env: Env, seed: int, observation: str) -> None:
+    def begin(self, env: EnvLike, seed: int, observation: str) -> None:
         """Render the system prompt from the env's metadata and clear the history."""
         md = env.metadata
         self._system = self.system_template.format(
@@ -199,7 +199,7 @@ class LLMPolicy:
         msgs.append({"role": "user", "content": self.turn_template.format(observation=observation, turn=turn)})
         return msgs
 
-    def act(self, env: Env, observation: str) -> str:
+    def act(self, env: EnvLike, observation: str) -> str:
         """Ask the model; the whole reply is the action (the env's parser extracts the move)."""
         user = self.turn_template.format(observation=observation, turn=env.turn)
         reply = self.client.complete(self.messages(observation, env.turn), **self.sampling)
@@ -235,7 +235,7 @@ class Episode:
 
 
 def run_episode(
-    env: Env,
+    env: EnvLike,
     policy: Policy,
     seed: int,
     max_steps: int | None = None,
@@ -255,7 +255,7 @@ def run_episode(
         return _recorded(timeout_ep, record, "", truncated=True)
 
 
-def _play(env: Env, policy: Policy, seed: int, max_steps: int | None, record: Trajectory | None) -> Episode:
+def _play(env: EnvLike, policy: Policy, seed: int, max_steps: int | None, record: Trajectory | None) -> Episode:
     if isinstance(env, HostedEnv) and record is None and policy.name in ("random", "oracle", "constant"):
         return _play_hosted(env, policy.name, seed, max_steps)
     turns, total = 0, 0.0
@@ -380,7 +380,7 @@ def _recorded(ep: Episode, record: Trajectory | None, final_observation: str, tr
 
 
 def run_episodes(
-    env: Env,
+    env: EnvLike,
     policy: Policy,
     seeds: Sequence[int],
     max_steps: int | None = None,

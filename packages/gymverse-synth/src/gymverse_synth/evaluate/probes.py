@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gymverse.checker.report import describe_error
-from gymverse.core import Env
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 
 from gymverse_synth.evaluate.aliases import Outcomes, step_outcome
@@ -36,7 +36,7 @@ def _err(err: BaseException) -> str:
     return describe_error(err, 250)
 
 
-def fingerprint(env: Env, seed: int) -> str:
+def fingerprint(env: EnvLike, seed: int) -> str:
     """What an instance looks like: the first observation plus the wrapped GEM object's scalar attributes."""
     obs, _ = env.reset(seed=seed)
     inner = getattr(env, "gem_env", None)
@@ -62,7 +62,7 @@ def hang_bound(reset_timeout: float) -> float:
 class Probe:
     """Runs the probes of one env ref; `build(level)` makes a fresh env."""
 
-    def __init__(self, build: Callable[[int], Env], reset_timeout: float, episode_timeout: float) -> None:
+    def __init__(self, build: Callable[[int], EnvLike], reset_timeout: float, episode_timeout: float) -> None:
         self.build, self.reset_timeout, self.episode_timeout = build, reset_timeout, episode_timeout
         #: A reset slower than `reset_timeout` is a hang only past this bound (slow searches finish well before).
         self.hang_bound = hang_bound(reset_timeout)
@@ -84,7 +84,7 @@ class Probe:
 
         return note
 
-    def _built(self, level: int) -> Env | str:
+    def _built(self, level: int) -> EnvLike | str:
         try:
             with deadline(self.reset_timeout * 2, f"building the env at level {level}"):
                 return self.build(level)
@@ -136,7 +136,7 @@ class Probe:
         return prints
 
     def _probe_from(
-        self, env: Env, level: int, start: int, n_seeds: int, printed: int, prints: dict[int, str]
+        self, env: EnvLike, level: int, start: int, n_seeds: int, printed: int, prints: dict[int, str]
     ) -> list[tuple[int, str, str]]:
         """Reset seeds `start`..`n_seeds`-1 (one request for a hosted env, else one by one); the failures."""
         batched = self._hosted_resets(env, level, n_seeds, printed, start) if isinstance(env, HostedEnv) else None
@@ -164,7 +164,7 @@ class Probe:
         return time.monotonic() - started
 
     def _reset_each(
-        self, env: Env, level: int, n_seeds: int, printed: int, prints: dict[int, str], start: int = 0
+        self, env: EnvLike, level: int, n_seeds: int, printed: int, prints: dict[int, str], start: int = 0
     ) -> list[tuple[int, str, str]]:
         """Reset seed by seed, each under its own deadline; returns (seed, kind, error) of the failures."""
         bad: list[tuple[int, str, str]] = []
@@ -227,13 +227,13 @@ class Probe:
 
     @staticmethod
     def _play(
-        env: Env, seed: int, action: str, low: float, high: float, note: Callable[[Any], None]
+        env: EnvLike, seed: int, action: str, low: float, high: float, note: Callable[[Any], None]
     ) -> tuple[bool, dict[str, Any] | None]:
         """One constant episode from ``reset(seed)``: (success, reward problem); `note` sees each step result."""
         env.reset(seed=seed)
         return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, note)
 
-    def _batch(self, env: Env, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    def _batch(self, env: EnvLike, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
         """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when the
         request failed: then they are played step by step). The host ends an episode past its time itself and
         plays no more; the request's deadline, kept here, stops a host that ignores its alarms, and blames the
@@ -309,7 +309,7 @@ class Probe:
 
     def _level(
         self,
-        env: Env,
+        env: EnvLike,
         level: int,
         actions: list[str],
         good: list[int],
@@ -381,7 +381,7 @@ def _first_per_action(crashes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())[:5]
 
 
-def random_action_status(build: Callable[[int], Env], timeout: float) -> str | None:
+def random_action_status(build: Callable[[int], EnvLike], timeout: float) -> str | None:
     """None when ``sample_random_action`` works, else what it raised (e.g. NotImplementedError)."""
     try:
         with deadline(timeout, "sample_random_action()"):
@@ -395,7 +395,7 @@ def random_action_status(build: Callable[[int], Env], timeout: float) -> str | N
     return None
 
 
-def _has_oracle(env: Env, timeout: float) -> bool:
+def _has_oracle(env: EnvLike, timeout: float) -> bool:
     try:
         with deadline(timeout, "solve()"):
             env.reset(seed=0)
@@ -407,7 +407,7 @@ def _has_oracle(env: Env, timeout: float) -> bool:
     return True
 
 
-def env_facts(env: Env, timeout: float = 2.0) -> dict[str, Any]:
+def env_facts(env: EnvLike, timeout: float = 2.0) -> dict[str, Any]:
     """Contract (gymverse/gem), success rule and where it came from, reward range, whether an oracle exists."""
     return {
         "contract": "gem" if hasattr(env, "gem_env") else "gymverse",

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from gymverse.core import Env
 from gymverse.loader import build_from_ref
+from gymverse.protocol import EnvLike
 
 EntryKind = Literal["builtin", "artifact", "file", "gem"]
 
@@ -67,7 +68,7 @@ class Suite:
         return [e.name for e in self.entries]
 
 
-def build_env(ref: str, level: int, seed: int | None = None) -> Env:
+def build_env(ref: str, level: int, seed: int | None = None) -> EnvLike:
     """Build the env behind an entry `ref` at complexity `level` (`gymverse.loader.build_from_ref`)."""
     return build_from_ref(ref, level, seed)
 

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymverse.core import Env, StepResult, Wrapper
+from gymverse.core import EnvLike, StepResult, Wrapper
 from gymverse.tools.base import Tool, ToolCallError
 
 
@@ -26,7 +26,7 @@ class ToolEnvWrapper(Wrapper):
 
     def __init__(
         self,
-        env: Env,
+        env: EnvLike,
         tools: Sequence[Tool],
         max_tool_calls: int = 10,
         tool_reward: float = 0.0,
@@ -121,7 +121,7 @@ class ToolEnvWrapper(Wrapper):
         self.tool_calls, self.tool_errors = int(own["tool_calls"]), int(own["tool_errors"])
         self.tool_call_counts = dict(own["counts"])
 
-    def clone(self) -> Env:
+    def clone(self) -> EnvLike:
         """A copy with a cloned env and the same (shared) tools."""
         twin = copy.copy(self)
         twin.env = self.env.clone()

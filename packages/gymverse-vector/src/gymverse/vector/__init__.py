@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gymverse.core import Env
 from gymverse.manifest import expand_env_ids, is_manifest_path, read_manifest
 
 # The session pool and fault containment live in gymverse-core (gymverse.pool): re-exported for `make_vec` users.
@@ -39,6 +38,7 @@ from gymverse.pool import (
     pool_size_for,
     shared_pool,
 )
+from gymverse.protocol import EnvLike
 from gymverse.vector.aio import AsyncVecEnv
 from gymverse.vector.base import VecEnv, VecOptions, VecStepResult
 from gymverse.vector.process import ProcessVecEnv
@@ -48,7 +48,7 @@ BACKENDS: tuple[str, ...] = ("sync", "async", "process", "ray")
 
 
 def make_vec(
-    env_id: str | Callable[[], Env] | Sequence[str | Callable[[], Env]],
+    env_id: str | Callable[[], EnvLike] | Sequence[str | Callable[[], EnvLike]],
     num_envs: int | None = None,
     backend: str = "sync",
     *,
@@ -72,7 +72,7 @@ def make_vec(
     if isinstance(env_id, str) or callable(env_id):
         if num_envs is None:
             raise ValueError("num_envs is required when a single env id is given")
-        ids: list[str | Callable[[], Env]] = [env_id] * num_envs
+        ids: list[str | Callable[[], EnvLike]] = [env_id] * num_envs
     else:
         ids = list(env_id)
         if num_envs is not None and num_envs != len(ids):

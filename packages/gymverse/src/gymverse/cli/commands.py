@@ -17,6 +17,7 @@ from gymverse.command_line import UsageError
 from gymverse.core import Env
 from gymverse.loader import split_spec
 from gymverse.progress import JobProgress
+from gymverse.protocol import EnvLike
 from gymverse.text import plural
 from rich.console import Console
 from rich.panel import Panel
@@ -77,7 +78,7 @@ def human_action(text: str, action_format: str) -> str:
     return text
 
 
-def _format_error_on_copy(env: Env, action: str) -> str | None:
+def _format_error_on_copy(env: EnvLike, action: str) -> str | None:
     """The env's format-error message for `action`, found by stepping a copy (None: well formed, or the env
     cannot be copied, e.g. a remote one, and the move is simply played)."""
     try:
