@@ -95,6 +95,10 @@ import gymverse
 assert md.distribution("gymverse-core").locate_file("gymverse/__init__.py").samefile(gymverse.__file__)
 PORTIONS = {
     "gymverse": ["cli"],
+    "gymverse-envs": ["envs"],
+    "gymverse-eval": ["checker"],
+    "gymverse-gem": ["compat"],
+    "gymverse-tools": ["tools"],
     "gymverse-sandbox": ["sandbox"],
     "gymverse-server": ["server", "client"],
     "gymverse-viewer": ["viewer"],
@@ -102,6 +106,8 @@ PORTIONS = {
 }
 for dist, subs in PORTIONS.items():
     files = [str(f) for f in md.files(dist) or [] if ".dist-info/" not in str(f)]
+    # besides its modules a distribution may only install its console scripts (`gymverse` for the CLI)
+    files = [f for f in files if not (f.startswith("../") and f.split("/")[-2] == "bin")]
     assert "gymverse/__init__.py" not in files, (dist, files)
     assert all(f.split("/")[1] in subs for f in files), (dist, files)
     for sub in subs:
