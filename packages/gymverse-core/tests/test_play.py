@@ -5,37 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gymverse.actions import parse_boxed
 from gymverse.conformance import step_type_problem
-from gymverse.core import FORMAT_PENALTY, Env, EnvMetadata, StepResult
+from gymverse.core import FORMAT_PENALTY, StepResult
 from gymverse.deadline import CallTimeout
 from gymverse.play import PlayResult, play, scripted
-
-
-class Countdown(Env):
-    """Reach zero from a random start by submitting \\boxed{n} with n = the current value."""
-
-    metadata = EnvMetadata(name="Countdown", family="test", domain="other", description="count down", max_turns=8)
-    complexity_params = {"start": (2, 6)}
-
-    def _reset(self) -> tuple[str, dict[str, Any]]:
-        self.value = int(self.rng.integers(1, int(self.params["start"]) + 1))
-        return f"value {self.value}", {"start": self.value}
-
-    def _step(self, action: str) -> StepResult:
-        n = int(parse_boxed(action, what="the current value"))
-        if n != self.value:
-            return StepResult(f"wrong, value {self.value}", 0.0, False, False, {})
-        self.value -= 1
-        if self.value == 0:
-            return StepResult("done", 1.0, True, False, {"success": True})
-        return StepResult(f"value {self.value}", 0.0, False, False, {})
-
-    def solve(self) -> str:
-        return rf"\boxed{{{self.value}}}"
-
-    def sample_random_action(self) -> str:
-        return rf"\boxed{{{int(self.rng.integers(0, 7))}}}"
+from gymverse.testing.vectest import Count
 
 
 class Endless:
@@ -63,17 +37,18 @@ def oracle(env: Any, _obs: str) -> str:
 
 def test_oracle_episode_ends_done_with_success_and_every_step() -> None:
     seen: list[tuple[str, str]] = []
-    played = play(Countdown(), oracle, seed=3, on_step=lambda obs, action, _res: seen.append((obs, action)))
+    played = play(Count(), oracle, seed=3, on_step=lambda obs, action, _res: seen.append((obs, action)))
     assert played.stop == "done" and played.success and played.error is None
-    assert played.start is not None and played.start[0].startswith("value ")
-    assert played.turns == len(played.actions) == len(seen) == played.start[1]["start"]
+    assert played.start is not None and played.start[0].startswith("Reach ")
+    assert played.turns == len(played.actions) == len(seen)
+    assert sum(int(a[len("\\boxed{") : -1]) for a in played.actions) == played.start[1]["target"]
     assert played.rewards == [0.0] * (played.turns - 1) + [1.0] and played.total_reward == 1.0
     assert seen[0][0] == played.start[0]  # the policy and the hook see the observation before each step
 
 
 def test_same_seed_same_transcript_other_seed_differs() -> None:
     def transcript(seed: int) -> list[Any]:
-        env = Countdown(seed=0)
+        env = Count(seed=0)
         played = play(env, scripted("random"), seed=seed, complexity=9)
         return [played.start, played.actions, [tuple(r) for r in played.steps]]
 
@@ -82,7 +57,7 @@ def test_same_seed_same_transcript_other_seed_differs() -> None:
 
 
 def test_complexity_is_applied_before_reset() -> None:
-    played = play(Countdown(), oracle, seed=1, complexity=7)
+    played = play(Count(), oracle, seed=1, complexity=7)
     assert played.start[1]["complexity"] == 7
 
 
@@ -110,17 +85,17 @@ def test_env_error_is_caught_but_a_deadline_is_not() -> None:
         raise CallTimeout("episode (seed 0) took too long")
 
     with pytest.raises(CallTimeout):
-        play(Countdown(), hang, seed=0)
-    broken = play(Countdown(), lambda _env, _obs: r"\boxed{1}", reset=False)  # never reset: the env refuses the step
+        play(Count(), hang, seed=0)
+    broken = play(Count(), lambda _env, _obs: r"\boxed{1}", reset=False)  # never reset: the env refuses the step
     assert broken.stop == "error" and "before reset()" in str(broken.error) and broken.turns == 0
 
 
 def test_malformed_action_gets_the_format_penalty_and_the_episode_goes_on() -> None:
-    played = play(Countdown(), lambda _env, _obs: "no box here", seed=2)
+    played = play(Count(), lambda _env, _obs: "no box here", seed=2)
     first = played.steps[0]
     assert first.reward == FORMAT_PENALTY and first.info["format_error"] is True
     assert played.stop == "done" and not played.success  # truncated at max_turns, never solved
-    assert played.turns == Countdown.metadata.max_turns and played.total_reward == pytest.approx(8 * FORMAT_PENALTY)
+    assert played.turns == Count.metadata.max_turns and played.total_reward == pytest.approx(30 * FORMAT_PENALTY)
 
 
 def test_judge_ends_at_a_malformed_step_only_when_asked() -> None:
@@ -140,7 +115,7 @@ def test_a_step_the_hook_rejects_is_not_kept() -> None:
 
 
 def test_scripted_policies() -> None:
-    env = Countdown(seed=4)
+    env = Count(seed=4)
     constant = play(env, scripted("constant"), seed=4)
     assert len(set(constant.actions)) == 1  # the first random action, sent every turn
     assert play(env, scripted("constant", r"\boxed{0}"), seed=4).actions[0] == r"\boxed{0}"
@@ -151,9 +126,9 @@ def test_scripted_policies() -> None:
 
 
 def test_scripted_non_string_action_raises_a_type_error_naming_the_policy() -> None:
-    class NumberOracle(Countdown):
+    class NumberOracle(Count):
         def solve(self) -> Any:
-            return self.value
+            return self.target - self.total
 
     played = play(NumberOracle(), scripted("oracle"), seed=0)
     assert isinstance(played.error, TypeError) and str(played.error) == "oracle action is int, expected str"
