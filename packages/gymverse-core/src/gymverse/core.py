@@ -27,6 +27,7 @@ import numpy as np
 from gymverse.actions import ActionFormatError
 from gymverse.complexity import MAX_LEVEL, MIN_LEVEL, ComplexitySpec, check_level
 from gymverse.contract import DOMAINS, FORMAT_PENALTY, SUCCESS_REWARD, Domain, EnvMetadata, StepResult
+from gymverse.play import play
 from gymverse.protocol import EnvLike, is_env_like
 
 
@@ -355,15 +356,7 @@ def _read_only(layer: object, name: str) -> bool:
 
 def run_oracle(env: EnvLike, seed: int | None = None, max_steps: int | None = None) -> list[StepResult]:
     """Reset `env` and follow its oracle to the end of the episode; returns every step."""
-    env.reset(seed=seed)
-    steps: list[StepResult] = []
-    limit = max_steps if max_steps is not None else env.max_turns + 1
-    for _ in range(limit):
-        res = env.step(env.solve())
-        steps.append(res)
-        if res.done:
-            break
-    return steps
+    return play(env, lambda e, _obs: e.solve(), seed=seed, max_steps=max_steps).reraise().steps
 
 
 __all__ = [

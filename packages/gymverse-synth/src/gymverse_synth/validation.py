@@ -229,13 +229,9 @@ class _OutOfMemory(Exception):
 
 
 def _episode(env: Any, seed: int, act: Callable[[Any], str], max_steps: int | None) -> bool:
-    env.reset(seed=seed)
-    limit = max_steps if max_steps is not None else env.max_turns + 1
-    for _ in range(limit):
-        res = env.step(act(env))
-        if res.terminated or res.truncated:
-            return res.info.get("success") is True
-    return False
+    from gymverse.play import play  # imported late like the rest of gymverse here: this module is read at start-up
+
+    return play(env, lambda e, _obs: act(e), seed=seed, max_steps=max_steps).reraise().success
 
 
 def _constant(text: str) -> Callable[[Any], str]:

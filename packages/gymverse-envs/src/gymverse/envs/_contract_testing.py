@@ -11,7 +11,8 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gymverse.core import StepResult, run_oracle
+from gymverse.core import Env, StepResult, run_oracle
+from gymverse.play import play
 from gymverse.protocol import EnvLike
 from gymverse.registry import make
 
@@ -82,12 +83,17 @@ def live_mixed_actions(env: EnvLike, seed: int, n: int, submit_as: str | None = 
 def play_baseline(env: EnvLike, policy: str, seed: int) -> bool:
     """Success of one episode of the ``random`` policy, or of repeating one fixed action (``constant``: a random
     one, ``first-oracle``: the oracle's first move)."""
-    env.reset(seed=seed)
-    fixed = env.solve() if policy == "first-oracle" else env.sample_random_action()
-    while True:
-        res = env.step(env.sample_random_action() if policy == "random" else fixed)
-        if res.done:
-            return bool(res.info["success"])
+    fixed: list[str] = []  # drawn right after reset for every policy, so the env's RNG moves the same way
+
+    def act(e: Env, _obs: str) -> str:
+        return e.sample_random_action() if policy == "random" else fixed[0]
+
+    def start(_answer: Any) -> None:
+        fixed.append(env.solve() if policy == "first-oracle" else env.sample_random_action())
+
+    played = play(env, act, seed=seed, on_start=start).reraise()
+    assert played.done, f"{policy} episode (seed {seed}) did not end within {played.max_steps} steps"
+    return bool(played.steps[-1].info["success"])
 
 
 def check_oracle_solves(env: EnvLike, seed: int) -> list[StepResult]:

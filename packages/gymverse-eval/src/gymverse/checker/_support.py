@@ -8,6 +8,7 @@ from typing import Any
 
 from gymverse.conformance import canon, step_type_problem
 from gymverse.core import StepResult, Wrapper
+from gymverse.play import play, scripted
 from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 
@@ -92,18 +93,8 @@ def run_episode(env: EnvLike, limit: int, policy: str) -> Episode:
     ep = Episode(limit=limit)
     if isinstance(env, HostedEnv):
         return _run_hosted(env, ep, policy)
-    try:
-        for _ in range(limit):
-            action = env.sample_random_action() if policy == "random" else env.solve()
-            if not isinstance(action, str):
-                raise TypeError(f"{policy} action is {type(action).__name__}, expected str")
-            ep.actions.append(action)
-            res = env.step(action)
-            ep.steps.append(res)
-            if step_type_problem(res) is not None or res[2] or res[3]:
-                break
-    except Exception as err:
-        ep.error = err
+    played = play(env, scripted(policy), reset=False, max_steps=limit, judge=step_type_problem)
+    ep.actions, ep.steps, ep.error = played.actions, played.steps, played.error
     return ep
 
 

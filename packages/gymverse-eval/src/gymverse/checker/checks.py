@@ -20,7 +20,8 @@ from gymverse.checker._support import (
 )
 from gymverse.complexity import LEVELS
 from gymverse.conformance import BASE_ATTRS, canon, step_limit, step_type_problem
-from gymverse.core import DOMAINS, EnvMetadata
+from gymverse.core import DOMAINS, Env, EnvMetadata
+from gymverse.play import play
 from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.text import plural
@@ -281,16 +282,15 @@ def _advance(env: EnvLike, seed: int, turns: int) -> None:
 
 def _continue(env: EnvLike, actions: list[str] | None, limit: int) -> tuple[list[str], list[Any]]:
     """Take `limit` steps (random, or replaying `actions`) and record sampled actions plus results."""
-    taken, record = [], []
-    for i in range(limit if actions is None else len(actions)):
-        sampled = env.sample_random_action()
-        action = sampled if actions is None else actions[i]
-        res = env.step(action)
-        taken.append(action)
-        record.append([sampled, step_record(res, action)])
-        if res[2] or res[3]:
-            break
-    return taken, record
+    sampled: list[str] = []
+
+    def act(e: Env, _obs: str) -> str:  # samples every turn, replaying too: the env's RNG moves as it did live
+        sampled.append(e.sample_random_action())
+        return sampled[-1] if actions is None else actions[len(sampled) - 1]
+
+    played = play(env, act, reset=False, max_steps=limit if actions is None else len(actions)).reraise()
+    record = [[s, step_record(res, a)] for s, a, res in zip(sampled, played.actions, played.steps)]
+    return played.actions, record
 
 
 def state_checks(env: EnvLike, seed: int) -> dict[str, Outcome]:

@@ -262,30 +262,25 @@ class Host:
         and the exception that stopped it; the trusted side judges it (the env chose or received every action, so
         this reveals nothing it could not have answered call by call)."""
         from gymverse.conformance import step_type_problem
+        from gymverse.play import play, scripted
 
         out: dict[str, Any] = {"reset": None, "steps": [], "error": None}
         steps: list[Any] = []
         try:
-            if reset:
+            if reset:  # here, not in `play`: the limit below is read after reset, and an unencodable reset stops it
                 out["reset"] = encode(env.reset(seed=seed))
-            if policy == "constant" and action is None:
-                action = env.sample_random_action()
-            script = str(action) if policy == "mixed" else ""
-            for turn in range(int(limit) if limit is not None else int(env.max_turns) + 1):
-                if policy == "mixed":
-                    if turn >= len(script):
-                        break
-                    action = env.sample_random_action() if script[turn] == "r" else env.solve()
-                elif policy != "constant":
-                    action = env.sample_random_action() if policy == "random" else env.solve()
-                act = action
-                if not isinstance(act, str):
-                    raise TypeError(f"{policy} action is {type(act).__name__}, expected str")
-                res = env.step(act)
+            cap = int(limit) if limit is not None else int(env.max_turns) + 1
+            if policy == "mixed":  # the noisy oracle's coins are spent: the episode stops where they end
+                cap = min(cap, len(str(action)))
+
+            def keep(_obs: Any, act: str, res: Any) -> None:  # encoded as it happens: it ends where encoding fails
                 steps.append([act, encode(res)])
-                if step_type_problem(res) is not None or res[2] or res[3]:
-                    break
-        except Exception as err:
+
+            chooser = scripted(policy, action)
+            err = play(env, chooser, reset=False, max_steps=cap, judge=step_type_problem, on_step=keep).error
+        except Exception as bad:
+            err = bad
+        if err is not None:
             tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))[-4000:]
             out["error"] = [type(err).__name__, str(err)[:2000], tb]
         out["steps"] = steps

@@ -17,7 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 from gymverse.checker.report import describe_error
+from gymverse.core import StepResult
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.play import play
 from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 from gymverse.trajectory import Trajectory, Turn
@@ -258,29 +260,42 @@ def run_episode(
 def _play(env: EnvLike, policy: Policy, seed: int, max_steps: int | None, record: Trajectory | None) -> Episode:
     if isinstance(env, HostedEnv) and record is None and policy.name in ("random", "oracle", "constant"):
         return _play_hosted(env, policy.name, seed, max_steps)
-    turns, total = 0, 0.0
-    obs = ""
-    try:
-        obs, info = env.reset(seed=seed)
+
+    def start(answer: Any) -> None:
+        obs, info = answer
         if record is not None:
             record.seed, record.complexity = seed, int(info.get("complexity", record.complexity))
         policy.begin(env, seed, obs)
-        limit = max_steps if max_steps is not None else env.max_turns + 1
-        for _ in range(limit):
-            action = policy.act(env, obs)
-            res = env.step(action)
-            if record is not None:
-                record.turns.append(Turn(obs, action, res.reward, dict(res.info)))
-            turns += 1
-            total += res.reward
-            obs = res.observation
-            if res.done:
-                ep = Episode(seed, res.info.get("success") is True, turns, total)
-                return _recorded(ep, record, obs, truncated=res.truncated and not res.terminated)
-        ep = Episode(seed, False, turns, total, error=f"episode did not end within {limit} steps")
-    except Exception as err:
-        ep = Episode(seed, False, turns, total, error=describe_error(err))
+
+    tally: list[Any] = [0, 0.0]  # turns and total reward, counted as each step arrives
+
+    def turn(obs: str, action: str, res: StepResult) -> None:
+        if record is not None:
+            record.turns.append(Turn(obs, action, res.reward, dict(res.info)))
+        tally[0] += 1
+        tally[1] += res.reward
+
+    played = play(env, policy.act, seed=seed, max_steps=max_steps, on_start=start, on_step=turn)
+    turns, total = tally
+    obs = played.steps[-1].observation if played.steps else _first_observation(played.start)
+    if played.error is not None:
+        ep = Episode(seed, False, turns, total, error=describe_error(played.error))
+    elif played.done:
+        last = played.steps[-1]
+        ep = Episode(seed, played.success, turns, total)
+        return _recorded(ep, record, obs, truncated=last.truncated and not last.terminated)
+    else:
+        ep = Episode(seed, False, turns, total, error=f"episode did not end within {played.max_steps} steps")
     return _recorded(ep, record, obs, truncated=True)
+
+
+def _first_observation(start: Any) -> str:
+    """The observation of a reset's answer, or "" when the answer is not an (observation, info) pair."""
+    try:
+        obs, _info = start
+    except (TypeError, ValueError):
+        return ""
+    return obs
 
 
 def _play_hosted(env: HostedEnv, policy: str, seed: int, max_steps: int | None) -> Episode:

@@ -23,6 +23,7 @@ from typing import Any
 
 from gymverse.checker.report import describe_error
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.play import play
 from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
 
@@ -230,8 +231,12 @@ class Probe:
         env: EnvLike, seed: int, action: str, low: float, high: float, note: Callable[[Any], None]
     ) -> tuple[bool, dict[str, Any] | None]:
         """One constant episode from ``reset(seed)``: (success, reward problem); `note` sees each step result."""
-        env.reset(seed=seed)
-        return _judge((env.step(action) for _ in range(env.max_turns + 1)), low, high, note)
+
+        def outside(res: Any) -> str | None:  # stop where `_judge` stops: the first reward outside the range
+            return None if low - 1e-9 <= res.reward <= high + 1e-9 else "reward outside the declared range"
+
+        played = play(env, lambda _env, _obs: action, seed=seed, judge=outside).reraise()
+        return _judge(played.steps, low, high, note)
 
     def _batch(self, env: EnvLike, level: int, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
         """Every (action, seed) episode of a level in one request to a hosted env's host ({} otherwise, or when the

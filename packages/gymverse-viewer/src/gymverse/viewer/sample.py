@@ -8,11 +8,13 @@ reasoning text, a random move with probability `noise`, and unboxed text (a form
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from gymverse.curriculum.complexity import ComplexityController
 from gymverse.perpo import env_normalize, fill_returns
+from gymverse.play import play
 from gymverse.registry import make
 from gymverse.trajectory import Trajectory, Turn
 
@@ -34,6 +36,11 @@ def _act(env: object, rng: np.random.Generator, noise: float, format_noise: floa
     return f"{thought}\n{move}"
 
 
+def _recorder(turns: list[Turn]) -> Callable[[str, str, Any], None]:
+    """A `play` step hook that keeps each step as a `Turn` in `turns`."""
+    return lambda obs, action, res: turns.append(Turn(obs, action, res.reward, dict(res.info)))
+
+
 def sample_trajectories(
     steps: int,
     episodes_per_step: int,
@@ -53,19 +60,22 @@ def sample_trajectories(
             for k in range(episodes_per_step):
                 eid = env_ids[k % len(env_ids)]
                 env = envs[eid]
-                env.set_complexity(controller.level(eid))
                 ep_seed = seed * 1_000_003 + step * episodes_per_step + k
-                obs, info = env.reset(seed=ep_seed)
-                traj = Trajectory(eid, ep_seed, int(info["complexity"]), final_observation=obs, metrics={"step": step})
-                while True:
-                    action = _act(env, rng, noise, format_noise)
-                    res = env.step(action)
-                    traj.turns.append(Turn(obs, action, res.reward, dict(res.info)))
-                    obs = traj.final_observation = res.observation
-                    if res.done:
-                        traj.success = res.info.get("success") is True
-                        traj.truncated = res.truncated and not res.terminated
-                        break
+                turns: list[Turn] = []
+                played = play(
+                    env,
+                    lambda e, _obs: _act(e, rng, noise, format_noise),
+                    seed=ep_seed,
+                    complexity=controller.level(eid),
+                    on_step=_recorder(turns),
+                ).reraise()
+                obs, info = played.start
+                traj = Trajectory(eid, ep_seed, int(info["complexity"]), turns=turns, metrics={"step": step})
+                traj.final_observation = played.steps[-1].observation if played.steps else obs
+                if played.done:
+                    last = played.steps[-1]
+                    traj.success = played.success
+                    traj.truncated = last.truncated and not last.terminated
                 traj.metrics["turns"] = len(traj.turns)
                 batch.append(traj)
             fill_returns(batch)
