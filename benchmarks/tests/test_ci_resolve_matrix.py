@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,40 @@ def test_names_versions_and_uv_messages() -> None:
     assert rm._reason(stderr) == "Because a==1 depends on b"
 
 
+def wheel(path: Path, name: str, *requires: str) -> Path:
+    """A wheel holding only its METADATA (what `first_party_closure` reads)."""
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr(f"{name.replace('-', '_')}-0.1.0.dist-info/METADATA", meta)
+    return path
+
+
+def fw_wheels(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "gymverse-core": wheel(tmp_path / "core.whl", "gymverse-core", "numpy>=1.26"),
+        "gymverse-adapter-fw": wheel(
+            tmp_path / "fw.whl", "gymverse-adapter-fw", "gymverse-core", "fw==1.0; extra == 'fw'"
+        ),
+    }
+
+
+def test_a_row_brings_every_gymverse_distribution_its_requirements_need(tmp_path: Path) -> None:
+    # what broke the oat row when the built-in envs left core: the adapter needs a member that is on no index
+    wheels = {
+        "gymverse-core": wheel(tmp_path / "core.whl", "gymverse-core", "numpy>=1.26"),
+        "gymverse-envs": wheel(tmp_path / "envs.whl", "gymverse-envs", "gymverse-core==0.1.0"),
+        "gymverse-server": wheel(tmp_path / "server.whl", "gymverse-server", "gymverse-core"),
+        "gymverse-adapter-fw": wheel(
+            tmp_path / "fw.whl", "gymverse-adapter-fw", "gymverse-core", "gymverse-envs ; extra == 'fw'",
+            "gymverse-server[x]>=0.1 ; extra == 'remote'",
+        ),
+    }  # fmt: skip
+    assert rm.first_party_closure(("gymverse-adapter-fw[fw]",), wheels) == [
+        "gymverse-adapter-fw[fw]", "gymverse-core", "gymverse-envs",
+    ]  # fmt: skip
+    assert rm.first_party_closure(("gymverse-adapter-fw",), wheels) == ["gymverse-adapter-fw", "gymverse-core"]
+
+
 FW = rm.Framework("fw", "fw", "1.0", ("fw==1.0",), ("gymverse-core", "gymverse-adapter-fw[fw]"), "fw 1.0")
 
 
@@ -62,7 +97,7 @@ def test_a_row_blames_gymverse_only_when_the_framework_alone_resolves(
 ) -> None:
     answers = iter([alone, both])
     monkeypatch.setattr(rm, "compile_env", lambda *args, **kwargs: next(answers))
-    wheels = {"gymverse-core": tmp_path / "core.whl", "gymverse-adapter-fw": tmp_path / "fw.whl"}
+    wheels = fw_wheels(tmp_path)
     row = rm.run_row(FW, "3.10", ">=3.10", wheels, 5.0, tmp_path)
     assert row.status == status
     assert row.reason == (
@@ -79,7 +114,7 @@ def test_a_source_only_package_that_only_gymverse_brings_fails_the_row(
         return rm.Resolution(True, packages={"x": "1"})
 
     monkeypatch.setattr(rm, "compile_env", fake)
-    wheels = {"gymverse-core": tmp_path / "core.whl", "gymverse-adapter-fw": tmp_path / "fw.whl"}
+    wheels = fw_wheels(tmp_path)
     row = rm.run_row(FW, "3.10", ">=3.10", wheels, 5.0, tmp_path)
     assert row.status == "FAILED (GymVerse)"
     assert "llama-cpp-python" in row.reason
