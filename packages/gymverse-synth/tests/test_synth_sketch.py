@@ -98,6 +98,7 @@ def test_a_reply_that_runs_past_its_expressions_is_salvaged_and_the_mends_are_re
         ([("xs", "(lambda: 1)()")], "xs", "{xs}", "lambda is not allowed"),
         ([("xs", "[1, 2]")], "len(xs)", "{xs.__class__.__init__.__globals__}", "fields ['xs.__class__"),
         ([("xs", "[1, 2]")], "len(xs)", "{xs} {", "question: not a valid template"),
+        ([("xs", "[1, 2]")], "len(xs)", "{xs:{xs.__class__}}", "fields ['xs.__class__'] are not values"),
         ([("xs", "[1, 2]")], "7", "{xs}", "answer: a constant; compute it from the values ['xs']"),
         ([("xs", "size + 1")], "xs", "{xs}", "unknown name `size`; available: ['length', 'slack']"),
         ([("for", "1")], "1", "{for}", "`for` shadows a name the program uses"),

@@ -60,6 +60,11 @@ def step_limit(env: EnvLike, max_steps: int | None) -> int:
     return min(max(int(env.max_turns), int(env.metadata.max_turns)), STEP_CAP) + 1
 
 
+def reward_in_range(reward: float, low: float, high: float) -> bool:
+    """A reward inside the declared ``(low, high)`` range, with float rounding forgiven."""
+    return low - 1e-9 <= reward <= high + 1e-9
+
+
 def step_type_problem(res: object) -> str | None:
     """Why `res` is not a well-typed step result, or None."""
     if not isinstance(res, tuple) or len(res) != 5:

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from gymverse_synth.parts import frame
-from gymverse_synth.spec import ActionSpec, EnvDesign
+from gymverse_synth.spec import ActionSpec, ComplexityParam, EnvDesign
 
 #: Builtins a slot may call: pure functions of their arguments (no I/O, no introspection, no code objects).
 SAFE_BUILTINS = frozenset(
@@ -73,6 +73,16 @@ class SketchError(ValueError):
         self.failures = failures
 
 
+def _whole(p: ComplexityParam) -> bool:
+    """A knob whose values are integers (both ends are), as the core interpolates it."""
+    return isinstance(p.level_1, int) and isinstance(p.level_10, int)
+
+
+def knobs(design: EnvDesign) -> list[dict[str, Any]]:
+    """The design's complexity knobs as a request shows them: name and the two ends."""
+    return [{"name": p.name, "level_1": p.level_1, "level_10": p.level_10} for p in design.complexity_params]
+
+
 def param_names(design: EnvDesign) -> list[str]:
     """The complexity params, bound to local names of the same spelling at the top of ``_reset``."""
     return [p.name for p in design.complexity_params]
@@ -114,8 +124,15 @@ def _check_expr(slot: str, text: str, known: set[str]) -> list[str]:
 
 
 def template_fields(question: str) -> list[str]:
-    """The field names of a ``str.format`` template; raises ValueError for a malformed one."""
-    return [name for _, name, _, _ in string.Formatter().parse(question) if name is not None]
+    """The field names of a ``str.format`` template, those nested in a format spec too (``{a:{b}}`` formats with
+    ``b``: left out, ``{a:{b.__class__}}`` would read an attribute past the check); raises ValueError for a
+    malformed one."""
+    names: list[str] = []
+    for _, name, spec, _ in string.Formatter().parse(question):
+        if name is not None:
+            names.append(name)
+            names += template_fields(spec or "")
+    return names
 
 
 def salvage_expr(text: str) -> str:
@@ -206,8 +223,7 @@ def render(design: EnvDesign, sketch: Sketch) -> str:
     answer = ActionSpec(name="answer", syntax=ANSWER_FORMAT, description="the answer, once")
     head, cls = frame(design.model_copy(update={"actions": [answer]}))
     head = head.replace("written in parts", "written from a sketch", 1)
-    kinds = {p.name: "int" if isinstance(p.level_1, int) and isinstance(p.level_10, int) else "float"
-             for p in design.complexity_params}  # fmt: skip
+    kinds = {p.name: "int" if _whole(p) else "float" for p in design.complexity_params}
     lines = [f"        {name} = {kind}(self.params[{name!r}])" for name, kind in kinds.items()]
     lines += [f"        {v.name} = {v.expr.strip()}" for v in sketch.values]
     shown = ", ".join(f"{n}=_plain({n})" for n in dict.fromkeys([*kinds, *(v.name for v in sketch.values)]))
@@ -250,10 +266,6 @@ _FIXED_METHODS = """
 """
 
 
-def _knobs(design: EnvDesign) -> list[dict[str, Any]]:
-    return [{"name": p.name, "level_1": p.level_1, "level_10": p.level_10} for p in design.complexity_params]
-
-
 #: One-answer tasks shown as worked examples, in the design's own knobs (`worked_examples`): (goal, values, answer,
 #: question); ``{n}`` in a value stands for a size the first knob sets.
 EXAMPLES: tuple[tuple[str, tuple[tuple[str, str], ...], str, str], ...] = (
@@ -273,11 +285,10 @@ EXAMPLES: tuple[tuple[str, tuple[tuple[str, str], ...], str, str], ...] = (
 def worked_examples(design: EnvDesign) -> list[tuple[dict[str, Any], Sketch]]:
     """The worked examples in the design's own knobs: a small model copies an example's names, so they must exist."""
     first = design.complexity_params[0]
-    whole = isinstance(first.level_1, int) and isinstance(first.level_10, int)
-    size = f"2 + {first.name}" if whole else f"2 + int(10 * {first.name})"
+    size = f"2 + {first.name}" if _whole(first) else f"2 + int(10 * {first.name})"
     out = []
     for goal, values, answer, question in EXAMPLES:
-        example = {"goal": goal, "complexity_params": _knobs(design)}
+        example = {"goal": goal, "complexity_params": knobs(design)}
         sketch = Sketch(values=[Value(name=n, expr=e.replace("{n}", size)) for n, e in values], answer=answer,
                         question=question)  # fmt: skip
         out.append((example, sketch))
@@ -295,6 +306,7 @@ __all__ = [
     "check_reveal",
     "check_sketch",
     "check_values",
+    "knobs",
     "param_names",
     "render",
     "salvage_expr",

@@ -29,6 +29,7 @@ from gymverse_synth.sketch import (
     Values,
     check_reveal,
     check_values,
+    knobs,
     param_names,
     render,
     tidy_reveal,
@@ -91,8 +92,7 @@ def reveal_format(design: EnvDesign, values: Values) -> dict[str, Any]:
 
 def _design_fields(design: EnvDesign) -> dict[str, Any]:
     fields = design.model_dump(mode="json", include={"name", "goal", "state", "observations"})
-    fields["complexity_params"] = [{"name": p.name, "level_1": p.level_1, "level_10": p.level_10}
-                                   for p in design.complexity_params]  # fmt: skip
+    fields["complexity_params"] = knobs(design)
     return fields
 
 

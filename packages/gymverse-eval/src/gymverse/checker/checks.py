@@ -19,7 +19,7 @@ from gymverse.checker._support import (
     step_record,
 )
 from gymverse.complexity import LEVELS
-from gymverse.conformance import BASE_ATTRS, canon, step_limit, step_type_problem
+from gymverse.conformance import BASE_ATTRS, canon, reward_in_range, step_limit, step_type_problem
 from gymverse.core import DOMAINS, Env, EnvMetadata
 from gymverse.play import play
 from gymverse.protocol import EnvLike
@@ -156,7 +156,7 @@ def random_episode_checks(env: EnvLike, seed: int, max_steps: int | None) -> dic
         (kind, i + 1, s[1])
         for kind, e in (("random", ep), ("oracle", oracle))
         for i, s in enumerate(e.steps)
-        if step_type_problem(s) is None and not low - 1e-9 <= float(s[1]) <= high + 1e-9
+        if step_type_problem(s) is None and not reward_in_range(float(s[1]), low, high)
     ]
     out["reward_range"] = (
         (False, f"reward {bad[0][2]!r} at turn {bad[0][1]} of the {bad[0][0]} episode is outside {(low, high)}")

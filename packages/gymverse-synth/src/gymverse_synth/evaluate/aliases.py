@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gymverse_synth.evaluate.answers import _BOXED
+
 #: An instance of an env: (level, seed).
 Instance = tuple[int, int]
 #: Longer observations are kept as a digest: compared exactly, but not blanked.
@@ -32,7 +34,6 @@ OBS_KEPT = 1000
 SHOWN = 300
 #: What an answer's own text becomes in an observation before two are compared.
 BLANK = "<answer>"
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
 def step_outcome(res: Any) -> dict[str, Any]:

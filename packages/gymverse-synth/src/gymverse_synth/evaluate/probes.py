@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gymverse.checker.report import describe_error
+from gymverse.conformance import reward_in_range
 from gymverse.deadline import CallTimeout, deadline
 from gymverse.play import play
 from gymverse.protocol import EnvLike
@@ -233,7 +234,7 @@ class Probe:
         """One constant episode from ``reset(seed)``: (success, reward problem); `note` sees each step result."""
 
         def outside(res: Any) -> str | None:  # stop where `_judge` stops: the first reward outside the range
-            return None if low - 1e-9 <= res.reward <= high + 1e-9 else "reward outside the declared range"
+            return None if reward_in_range(res.reward, low, high) else "reward outside the declared range"
 
         played = play(env, lambda _env, _obs: action, seed=seed, judge=outside).reraise()
         return _judge(played.steps, low, high, note)
@@ -370,7 +371,7 @@ def _judge(
     sees each step result."""
     for res in results:
         note(res)
-        if not low - 1e-9 <= res.reward <= high + 1e-9:
+        if not reward_in_range(res.reward, low, high):
             issue = {"error": f"reward {res.reward:g} outside the declared range ({low:g}, {high:g})",
                      "reward": float(res.reward), "format_error": res.info.get("format_error") is True}  # fmt: skip
             return False, issue
