@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from gymverse.conformance import step_type_problem
 from gymverse.core import FORMAT_PENALTY, StepResult
 from gymverse.deadline import CallTimeout
 from gymverse.play import PlayResult, play, scripted
+from gymverse.protocol import EnvLike
 from gymverse.testing.vectest import Count
 
 
 class Endless:
-    """A bare `Playable` that never ends an episode and may answer with a malformed step."""
+    """A bare env (only what `play` calls) that never ends an episode and may answer with a malformed step."""
 
     max_turns = 3
 
@@ -29,6 +30,11 @@ class Endless:
         if self.calls == self.bad_at:
             return ("obs", None, False, False, {})  # reward None breaks the value-type contract
         return StepResult(f"turn {self.calls}", 0.5, False, False, {})
+
+
+def endless(bad_at: int | None = None) -> EnvLike:
+    """An `Endless` typed as the env `play` takes (it implements only the members `play` calls)."""
+    return cast(EnvLike, Endless(bad_at))
 
 
 def oracle(env: Any, _obs: str) -> str:
@@ -62,9 +68,9 @@ def test_complexity_is_applied_before_reset() -> None:
 
 
 def test_step_cap_defaults_to_max_turns_plus_one_and_max_steps_overrides() -> None:
-    default = play(Endless(), lambda _env, _obs: "x")
+    default = play(endless(), lambda _env, _obs: "x")
     assert (default.stop, default.turns, default.max_steps, default.success) == ("max_steps", 4, 4, False)
-    capped = play(Endless(), lambda _env, _obs: "x", max_steps=2)
+    capped = play(endless(), lambda _env, _obs: "x", max_steps=2)
     assert (capped.stop, capped.turns) == ("max_steps", 2)
 
 
@@ -74,7 +80,7 @@ def test_policy_error_ends_the_episode_and_keeps_the_steps_before() -> None:
             raise ValueError("policy broke on turn 3")
         return "x"
 
-    played = play(Endless(), flaky)
+    played = play(endless(), flaky)
     assert played.stop == "error" and isinstance(played.error, ValueError) and played.turns == 2
     with pytest.raises(ValueError, match="policy broke on turn 3"):
         played.reraise()
@@ -99,9 +105,9 @@ def test_malformed_action_gets_the_format_penalty_and_the_episode_goes_on() -> N
 
 
 def test_judge_ends_at_a_malformed_step_only_when_asked() -> None:
-    judged = play(Endless(bad_at=2), lambda _env, _obs: "x", judge=step_type_problem)
+    judged = play(endless(bad_at=2), lambda _env, _obs: "x", judge=step_type_problem)
     assert (judged.stop, judged.turns) == ("bad_step", 2)
-    unjudged = play(Endless(bad_at=2), lambda _env, _obs: "x")
+    unjudged = play(endless(bad_at=2), lambda _env, _obs: "x")
     assert (unjudged.stop, unjudged.turns) == ("max_steps", 4)
 
 
@@ -110,7 +116,7 @@ def test_a_step_the_hook_rejects_is_not_kept() -> None:
         if res[0] == "turn 2":
             raise TypeError("cannot record turn 2")
 
-    played = play(Endless(), lambda _env, _obs: "x", on_step=reject_second)
+    played = play(endless(), lambda _env, _obs: "x", on_step=reject_second)
     assert played.stop == "error" and played.turns == 1 and played.actions == ["x"]
 
 

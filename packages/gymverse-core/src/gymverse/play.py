@@ -5,36 +5,21 @@ A policy is a callable ``(env, observation) -> action``; `scripted` builds the n
 ``constant``, ``mixed``) that the checker, evaluation and the env host share. The LLM rollout pipeline
 (`gymverse.rollout.run_episode`: async sessions, tokens) is a different loop and does not use this one.
 
-This module imports nothing first-party: `gymverse.core.run_oracle` is built on it, so it names the env by the few
-members it calls (`Playable`) instead of importing `Env`.
+It takes any `gymverse.protocol.EnvLike` (an `Env`, a wrapper stack, a hosted or remote proxy) and imports nothing
+from `gymverse.core`, which builds `run_oracle` on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+from gymverse.protocol import EnvLike
 
 #: Why an episode stopped: it ended (terminated or truncated), the caller's `judge` found a problem in a step, it
 #: used up `max_steps`, or the env or the policy raised.
 StopReason = Literal["done", "bad_step", "max_steps", "error"]
-
-
-class Playable(Protocol):
-    """What `play` calls on an env (`gymverse.core.Env`, a hosted proxy, an env in its host)."""
-
-    @property
-    def max_turns(self) -> int:
-        """The episode's turn cap: the default step limit is one more."""
-        ...
-
-    def reset(self, seed: int | None = None) -> Any:
-        """Start an episode: ``(observation, info)``."""
-        ...
-
-    def step(self, action: str) -> Any:
-        """One turn: a 5-field step result."""
-        ...
 
 
 Policy = Callable[[Any, str], Any]
@@ -92,7 +77,7 @@ class PlayResult:
 
 
 def play(
-    env: Playable,
+    env: EnvLike,
     policy: Policy,
     *,
     seed: int | None = None,
@@ -118,7 +103,7 @@ def play(
     obs = ""
     try:
         if complexity is not None:
-            env.set_complexity(complexity)  # type: ignore[attr-defined]
+            env.set_complexity(complexity)
         if reset:
             out.start = env.reset(seed=seed)
             obs, _info = out.start
@@ -172,4 +157,4 @@ def scripted(name: str, action: str | None = None) -> Policy:
     return act
 
 
-__all__ = ["PlayResult", "Playable", "Policy", "StopReason", "play", "scripted"]
+__all__ = ["PlayResult", "Policy", "StopReason", "play", "scripted"]
