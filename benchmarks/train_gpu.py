@@ -97,6 +97,11 @@ def main() -> int:
                     "step": step + 1,
                     "episodes": m["episodes"],
                     "rollout_s": round(m["gen_s"], 3),
+                    # the model's own generate calls, and what the rest of the rollout (envs, rendering, PERPO's
+                    # bookkeeping, the sampler's batching) cost per batched turn next to one generate call
+                    "generate_s": round(m["generate_s"], 3),
+                    "generate_calls": m["generate_calls"],
+                    "layer_ms_per_call": round(1000 * (m["gen_s"] - m["generate_s"]) / max(1, m["generate_calls"]), 1),
                     "update_s": round(m["train_s"], 3),
                     "step_s": round(time.perf_counter() - t0, 3),
                     "tokens_per_s": round(m.get("tokens_per_s", 0.0), 1),
@@ -106,8 +111,9 @@ def main() -> int:
             )
             r = rows[-1]
             print(
-                f"step {r['step']}: {r['episodes']} episodes, rollout {r['rollout_s']} s, update {r['update_s']} s, "
-                f"{r['tokens_per_s']} tok/s, peak GPU {r['peak_gpu_mb']} MB",
+                f"step {r['step']}: {r['episodes']} episodes, rollout {r['rollout_s']} s (generate {r['generate_s']} s "
+                f"in {r['generate_calls']} calls, {r['layer_ms_per_call']} ms of GymVerse per call), update "
+                f"{r['update_s']} s, {r['tokens_per_s']} tok/s, peak GPU {r['peak_gpu_mb']} MB",
                 flush=True,
             )
         # the peers redo the last step's work: its sampler batches through plain generate, its samples through a

@@ -9,8 +9,8 @@ not measured, with the command that measures it. The limits are the issue's:
   OpenRLHF: wall ms/turn, ``{verl,openrlhf}_rollout.json``; RL2 and oat: process CPU ms/turn, ``{rl2,oat}.json``);
 * ``gymverse evaluate`` with the hosted checker <= 1.1x the in-process checker: ``hosted_over_inprocess`` in the
   JSONs of ``benchmarks/evaluate_corpus.py``, and targets whose name mentions "hosted" in any result JSON;
-* ``gymverse train`` rollout tokens/s and update time within 1.5x of plain ``transformers`` (``train_gpu.json``,
-  ``peers``, written by ``benchmarks/train_gpu.py`` with `train_peers`).
+* ``gymverse train`` rollout tokens/s and update time within 1.5x of plain ``transformers`` (``train_gpu*.json``,
+  ``peers``, written by ``benchmarks/train_gpu.py`` with `train_peers`; one pair of rows per run).
 """
 
 from __future__ import annotations
@@ -182,37 +182,42 @@ def hosted_lines(results: Path) -> Iterator[Line]:
 
 
 def train_lines(results: Path) -> Iterator[Line]:
-    """`gymverse train` rollout tokens/s and update time vs plain transformers (`train_peers`)."""
-    path = results / "train_gpu.json"
-    doc = load(path)
-    peers = (doc or {}).get("peers")
+    """`gymverse train` rollout and update vs plain transformers (`train_peers`), one pair per ``train_gpu*.json``."""
     specs = (
         ("rollout_ratio", "gymverse train rollout tokens/s vs plain generate", "plain `model.generate`"),
         ("update_ratio", "gymverse train update time vs plain loss/backward/step", "plain loss/backward/AdamW"),
     )
-    for key, target, peer in specs:
-        if doc is None or not isinstance(peers, dict):
-            reason = "no `train_gpu.json`" if doc is None else "`train_gpu.json` predates the peer measurement"
+    paths = sorted(results.glob("train_gpu*.json"))
+    docs = [(path, load(path)) for path in paths]
+    measured = [(path, doc) for path, doc in docs if doc is not None and isinstance(doc.get("peers"), dict)]
+    if not measured:
+        reason = "no `train_gpu*.json`" if not paths else "the `train_gpu*.json` files predate the peer measurement"
+        for _, target, peer in specs:
             yield Line(target, None, f"<= {TRAIN_LIMIT}x", None, peer, f"not measured: {reason}; run "
-                       "`uv run python benchmarks/train_gpu.py --device cuda` (CPU: `--device cpu --hidden 128 "
-                       "--layers 2`)")  # fmt: skip
-            continue
-        value = float(peers[key])
-        cfg = doc.get("config") or {}
+                       "`uv run python benchmarks/train_gpu.py --device cuda` (on a lent GPU machine: "
+                       "`benchmarks/device_train_gpu.sh`)")  # fmt: skip
+        return
+    for path, doc in measured:
+        peers, cfg = doc["peers"], doc.get("config") or {}
         device = doc.get("device") or cfg.get("device")
-        where = (
-            f"`uv run python benchmarks/train_gpu.py --device {cfg.get('device')} --steps {cfg.get('steps')} "
-            f"--hidden {cfg.get('hidden')} --layers {cfg.get('layers')}` "
-            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(path.stat().st_mtime))}; {device}"
-            + (f", load {doc['load_avg_1m']:.1f}" if isinstance(doc.get("load_avg_1m"), int | float) else "")
-            + ")"
+        episodes = (doc.get("steps") or [{}])[-1].get("episodes", "?")
+        run = f"{device}, {doc.get('params_m', '?')}M params, {episodes} episodes/step"
+        flags = " ".join(f"--{k.replace('_', '-')} {cfg[k]}" for k in ("device", "steps", "hidden", "layers", "prompts")
+                         if k in cfg)  # fmt: skip
+        where = f"`python benchmarks/train_gpu.py {flags}` ({_when(path)}; {device}" + (
+            f", load {doc['load_avg_1m']:.1f})" if isinstance(doc.get("load_avg_1m"), int | float) else ")"
         )
-        note = (
-            f"{peers['rollout_tokens_per_s']} vs {peers['plain_generate_tokens_per_s']} tokens/s"
-            if key == "rollout_ratio"
-            else f"{peers['update_s']} s vs {peers['plain_update_s']} s"
-        )
-        yield Line(target, value, f"<= {TRAIN_LIMIT}x", value <= TRAIN_LIMIT, peer, where, note)
+        for key, target, peer in specs:
+            value = float(peers[key])
+            note = (
+                f"{peers['rollout_tokens_per_s']} vs {peers['plain_generate_tokens_per_s']} tokens/s"
+                if key == "rollout_ratio"
+                else f"{peers['update_s']} s vs {peers['plain_update_s']} s"
+            )
+            layer = (doc.get("steps") or [{}])[-1].get("layer_ms_per_call")
+            if key == "rollout_ratio" and layer is not None:
+                note += f"; GymVerse's own work {layer} ms per batched turn"
+            yield Line(f"{target} ({run})", value, f"<= {TRAIN_LIMIT}x", value <= TRAIN_LIMIT, peer, where, note)
 
 
 def _when(path: Path) -> str:

@@ -90,3 +90,20 @@ def test_summary_markdown_counts_and_notes(results: Path, tmp_path: Path) -> Non
     lines = issue34.lines(results)
     met, missed = sum(x.met is True for x in lines), sum(x.met is False for x in lines)
     assert f"{met} met, {missed} not met, {len(lines) - met - missed} not measured." in text
+
+
+def test_each_train_run_gets_its_own_pair_of_rows(tmp_path: Path) -> None:
+    def run(params_m: float, rollout: float, update: float, episodes: int) -> dict[str, Any]:
+        peers = {"rollout_ratio": rollout, "update_ratio": update, "rollout_tokens_per_s": 900.0,
+                 "plain_generate_tokens_per_s": 1000.0, "update_s": 0.3, "plain_update_s": 0.25}  # fmt: skip
+        steps = [{"episodes": episodes, "layer_ms_per_call": 21.0}]
+        cfg = {"device": "cuda", "steps": 4, "hidden": 896, "layers": 24, "prompts": episodes // 8}
+        return {"device": "NVIDIA H100", "params_m": params_m, "peers": peers, "steps": steps, "config": cfg}
+
+    write(tmp_path / "train_gpu-small.json", run(202.5, 1.06, 1.6, 64))
+    write(tmp_path / "train_gpu-large.json", run(309.4, 1.7, 0.9, 128))
+    write(tmp_path / "train_gpu-old.json", {"device": "cpu", "steps": []})  # before the peers: no verdict from it
+    train = [line for line in issue34.lines(tmp_path) if line.target.startswith("gymverse train")]
+    assert [(line.measured, line.met) for line in train] == [(1.7, False), (0.9, True), (1.06, True), (1.6, False)]
+    assert "309.4M params, 128 episodes/step" in train[0].target and "202.5M params" in train[2].target
+    assert "--layers 24 --prompts 16" in train[0].source and "21.0 ms per batched turn" in train[0].note

@@ -193,6 +193,8 @@ class Trainer:
             "adv_max": float(turn_adv.max()) if turn_adv.size else 0.0,
             "gen_tokens": self.sampler.stats.tokens,
             "gen_s": gen_s,
+            "generate_s": self.sampler.stats.seconds,  # inside the model's generate; gen_s - generate_s is ours
+            "generate_calls": self.sampler.stats.calls,
             "tokens_per_s": self.sampler.stats.tokens / max(gen_s, 1e-9),
             "episodes_per_s": len(trajs) / max(gen_s, 1e-9),
             "train_s": train_s,

@@ -102,13 +102,14 @@ def policy_update(model: Any, optimizer: Any, samples: Sequence[Sample], config:
     order = list(range(len(samples)))
     mb_size = math.ceil(len(samples) / max(1, config.minibatches))
     params = [p for p in model.parameters() if p.requires_grad]
-    losses, norms, clipped, kls, counted = [], [], 0.0, [], 0.0
+    # metrics stay on the device until the end: a host read per micro-batch would stall the GPU's queue
+    losses, norms, clipped, kls, counted = [], [], [], [], 0.0
     for _ in range(config.epochs):
         for start in range(0, len(order), mb_size):
             mb = order[start : start + mb_size]
             total = float(sum(sum(samples[i].mask) for i in mb))
             optimizer.zero_grad(set_to_none=True)
-            mb_loss = 0.0
+            mb_loss = torch.zeros((), device=device)
             for m in range(0, len(mb), config.micro_batch):
                 idx = mb[m : m + config.micro_batch]
                 ids, attn, adv, mask = _pad([samples[i] for i in idx])
@@ -124,19 +125,19 @@ def policy_update(model: Any, optimizer: Any, samples: Sequence[Sample], config:
                 surr = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - config.clip, 1 + config.clip) * adv)
                 loss = -(surr * mask).sum() / total
                 loss.backward()
-                mb_loss += float(loss.detach())
                 with torch.no_grad():
-                    clipped += float((((ratio - 1).abs() > config.clip).float() * mask).sum())
-                    kls.append(float(((old_lp - new_lp) * mask).sum() / total))
-                    counted += float(mask.sum())
-            norms.append(float(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)))
+                    mb_loss += loss.detach()
+                    clipped.append((((ratio - 1).abs() > config.clip).float() * mask).sum())
+                    kls.append(((old_lp - new_lp) * mask).sum() / total)
+                counted += sum(sum(samples[i].mask) for i in idx)
+            norms.append(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm).detach())
             optimizer.step()
             losses.append(mb_loss)
     optimizer.zero_grad(set_to_none=True)
     return {
-        "loss": float(np.mean(losses)),
-        "grad_norm": float(np.mean(norms)),
-        "clip_frac": clipped / max(counted, 1.0),
-        "approx_kl": float(np.sum(kls) / max(1, config.epochs)),
+        "loss": float(torch.stack(losses).mean()),
+        "grad_norm": float(torch.stack(norms).float().mean()),
+        "clip_frac": float(torch.stack(clipped).sum()) / max(counted, 1.0),
+        "approx_kl": float(torch.stack(kls).sum()) / max(1, config.epochs),
         "train_tokens": int(sum(sum(s.mask) for s in samples)),
     }
