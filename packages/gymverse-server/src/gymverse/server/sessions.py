@@ -95,6 +95,7 @@ class SessionManager:
     """Opens, steps, collects and closes sessions; enforces the session limit and the action size limit."""
 
     def __init__(self, config: ServerConfig) -> None:
+        config.check_registry()  # an entry naming nothing (a typo, an old spelling) fails here, not per request
         self.config = config
         self.pool = EnvPool(config.max_sessions, max_workers=config.workers, step_timeout=config.step_timeout)
         self.sessions: dict[str, Session] = {}
@@ -169,7 +170,7 @@ class SessionManager:
         agentgym: bool = False,
     ) -> tuple[Session, bool]:
         """Open a session (or return the one already opened under idempotency `key`); True when new."""
-        request = (registry.canonical_id(env_id), json.dumps(kwargs, sort_keys=True), seed, complexity)
+        request = (env_id, json.dumps(kwargs, sort_keys=True), seed, complexity)
         if key is not None and key in self._keys:
             return self._replay(key, request), False
         self._check_env(env_id, kwargs)
