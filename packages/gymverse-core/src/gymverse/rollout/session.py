@@ -7,9 +7,11 @@ A session is one env slot with an async episode API, the same shape everywhere:
 * ``await step(text)`` -> ``(observation, reward, terminated, truncated, info)``.
 * ``await close()``: free the slot (idempotent); sessions are async context managers too.
 
-`gymverse.pool.PoolSession` (pool sessions: thread pool, step timeouts, fault isolation) and `InProcessSession`
-(a local `Env`, e.g. for evaluation) both implement it. Adapters open pool sessions with `open_session`, which
-uses the process-wide pool (`gymverse.pool.shared_pool`, limits set once with `configure_shared_pool`).
+`gymverse.pool.PoolSession` (pool sessions: thread pool, step timeouts, fault isolation), `InProcessSession`
+(a local `Env`, e.g. for evaluation) and `gymverse.client.RemoteSession` (an env served over HTTP) implement it;
+the server's `ClientLease` is not a session but holds one per client. Adapters open pool sessions with
+`open_session`, which uses the process-wide pool (`gymverse.pool.shared_pool`, limits set once with
+`configure_shared_pool`).
 """
 
 from __future__ import annotations
