@@ -56,10 +56,10 @@ def test_list_family_filter_and_unknown_family(capsys: pytest.CaptureFixture[str
     assert "game:GuessTheNumber" in out
     assert not any(i in out for i in gymverse.list_envs() if not i.startswith("game:"))
     code, _, err = _run(capsys, "list", "--family", "games")  # an earlier release's spelling: no alias is kept
-    assert code == 2 and "unknown family 'games'" in err
+    assert code == 2 and "unknown family 'games'; did you mean game?" in err
     code, _, err = _run(capsys, "list", "--family", "gamez")
     assert code == 2
-    assert err.strip().startswith("gymverse list: error: unknown family 'gamez'; known families:")
+    assert err.strip().startswith("gymverse list: error: unknown family 'gamez'; did you mean game? (known families:")
     assert len(err.strip().splitlines()) == 1
 
 
