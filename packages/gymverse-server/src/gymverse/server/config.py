@@ -89,6 +89,8 @@ class ServerConfig:
         """Raise ValueError naming each `envs` entry (or `agentgym`) that is no registered id or family."""
         from gymverse import registry
 
+        if self.envs is None and self.agentgym is None:
+            return  # nothing named: serving every env needs no registry lookup (nor every plugin loaded) yet
         known = registry.list_envs()
         families = sorted({k.split(":", 1)[0] for k in known})
         problems = []
