@@ -187,3 +187,34 @@ def _spans_by_walking(mask: list[Any], ends: list[int]) -> list[tuple[int, int]]
 def test_turn_spans_are_the_runs_of_ones_ending_at_each_end(mask: list[Any], ends: list[int]) -> None:
     tokens = EpisodeTokens(response_ids=[7] * len(mask), response_mask=mask, turn_ends=sorted(ends))
     assert tokens.turn_spans() == _spans_by_walking(mask, sorted(ends))
+
+
+async def no_answer(text: str) -> str:
+    return "thinking..."  # a format error every turn: the episode can only end at a cap
+
+
+@pytest.mark.parametrize(
+    ("env_cap", "run_cap", "reason", "turns"),
+    [(3, 5, "truncated", 3), (5, 3, "horizon", 3), (4, 4, "truncated", 4), (None, 2, "horizon", 2)],
+)
+@pytest.mark.parametrize("kind", ["pool", "in_process"])
+def test_the_env_cap_and_the_run_cap_each_end_the_episode_the_smaller_wins(
+    kind: str, env_cap: int | None, run_cap: int, reason: str, turns: int
+) -> None:
+    """The env's `max_turns` ends it as ``truncated``, the run's `horizon` as ``horizon``; a tie is the env's."""
+    kw = {} if env_cap is None else {"max_turns": env_cap}
+
+    async def main() -> Any:
+        session = await open_session(GUESS, **kw) if kind == "pool" else InProcessSession.make(GUESS, **kw)
+        async with session:
+            return await run_episode(session, text_generate(no_answer, RENDERER), renderer=RENDERER, horizon=run_cap)
+
+    traj = asyncio.run(main())
+    assert (traj.stop_reason, len(traj.turns), traj.truncated, traj.success) == (reason, turns, True, False)
+    assert traj.metrics.get("horizon_truncated", False) is (reason == "horizon")
+    tok = traj.tokens
+    assert tok is not None and len(tok.turn_ends) == turns
+    # the episode ended on the model's last reply: no observation after it is in the trained sequence
+    assert tok.turn_ends[-1] == len(tok.response_ids)
+    if reason == "truncated":
+        assert "Turn limit of" in traj.final_observation
