@@ -84,7 +84,9 @@ class EpisodeBookkeeping:
 class Env(EpisodeBookkeeping, ABC):
     """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
 
-    metadata: ClassVar[EnvMetadata]
+    #: Usually a class attribute; an env whose metadata is known only once built (the GEM adapter: the wrapped
+    #: GEM object's class names it) sets it in ``__init__``, so it is declared as an attribute, not a ClassVar.
+    metadata: EnvMetadata
     #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
     complexity_params: ClassVar[Mapping[str, Any]] = {}
     #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.
