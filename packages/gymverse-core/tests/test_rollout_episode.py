@@ -202,7 +202,7 @@ def test_the_env_cap_and_the_run_cap_each_end_the_episode_the_smaller_wins(
     kind: str, env_cap: int | None, run_cap: int, reason: str, turns: int
 ) -> None:
     """The env's `max_turns` ends it as ``truncated``, the run's `horizon` as ``horizon``; a tie is the env's."""
-    kw = {} if env_cap is None else {"max_turns": env_cap}
+    kw: dict[str, Any] = {} if env_cap is None else {"max_turns": env_cap}
 
     async def main() -> Any:
         session = await open_session(GUESS, **kw) if kind == "pool" else InProcessSession.make(GUESS, **kw)
@@ -218,3 +218,19 @@ def test_the_env_cap_and_the_run_cap_each_end_the_episode_the_smaller_wins(
     assert tok.turn_ends[-1] == len(tok.response_ids)
     if reason == "truncated":
         assert "Turn limit of" in traj.final_observation
+
+
+def test_the_run_cap_is_reported_when_the_token_budget_would_also_end_that_turn() -> None:
+    """A horizon cut ends the episode on the model's reply, before the observation could overflow the budget."""
+
+    async def main(horizon: int | None, budget: int | None) -> Any:
+        async with InProcessSession.make(GUESS) as s:
+            gen = text_generate(no_answer, RENDERER)
+            return await run_episode(s, gen, renderer=RENDERER, seed=1, horizon=horizon, max_response_tokens=budget)
+
+    free = asyncio.run(main(2, None))
+    assert free.tokens is not None
+    room = free.tokens.turn_ends[-1] + 1  # both replies fit; the observation after the second one would not
+    assert asyncio.run(main(None, room)).stop_reason == "length"  # without the run's cap, the budget ends it
+    capped = asyncio.run(main(2, room))
+    assert (capped.stop_reason, len(capped.turns)) == ("horizon", 2)
