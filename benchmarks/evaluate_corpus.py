@@ -133,10 +133,12 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
     t0 = time.perf_counter()
     suite = load_suite(spec)
     stages["load"] = time.perf_counter() - t0
-    from gymverse_synth.evaluate import runner
+    from gymverse_synth.evaluate import correctness, runner
 
-    cfg = EvaluationConfig(embedder=default_embedder(), executor="sandbox" if executor == "inprocess" else executor)
+    kind = "sandbox" if executor in ("inprocess", "sandbox-fresh") else executor
+    cfg = EvaluationConfig(embedder=default_embedder(), executor=kind)
     make = runner.make_executor
+    correctness.FORKED_HOSTS = executor != "sandbox-fresh"  # hosted: forked hosts; -fresh: a launcher per host
     if executor == "inprocess":
         runner.make_executor = lambda kind, workers=None, readable_paths=(): InSandbox(workers)  # type: ignore[assignment]
     done = [0]
@@ -154,6 +156,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         results, executor_name, workers, _ = _run_jobs(suite, cfg, progress)
     finally:
         runner.make_executor = make
+        correctness.FORKED_HOSTS = True
     stages["jobs"] = time.perf_counter() - t
     diversity, stages["diversity (overlapped)"] = div_future.result()
     side.shutdown()
@@ -171,7 +174,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
     total = time.perf_counter() - t0
     found = sum(1 for e in envs if planted.get(e.name) in DEFECTS + BROKEN and e.correctness.verdict != "unverified")
     return {
-        "executor": executor_name,
+        "executor": executor_name + (" (a fresh launcher per host)" if executor == "sandbox-fresh" else ""),
         "workers": workers,
         "n_envs": len(suite.entries),
         "stages_s": stages,
@@ -223,10 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="env files to generate (default 200)")
     parser.add_argument("--suite", help="evaluate this suite (e.g. builtin) instead of a generated corpus")
-    how = "sandbox (hosted checker), inprocess (the checker next to the env, sandboxed), process, inline"
+    how = (
+        "sandbox (hosted checker), sandbox-fresh (hosted, a fresh launcher per host instead of a fork of a warm "
+        "zygote), inprocess (the checker next to the env, sandboxed), process, inline"
+    )
     parser.add_argument("--executors", default="sandbox", help=f"comma-separated, run in turn: {how}")
     parser.add_argument("--warm-embedder", action="store_true", help="load the embedding model before the runs "
                         "(for ratios between runs; the CLI pays it once)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1, help="run the executors in turn this many times; each "
+                        "executor's median run (by total) is reported (default 1)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/evaluate_corpus"), help="report directory")
     parser.add_argument("--json", default=str(ROOT / "benchmarks/results/evaluate_corpus.json"), help="result file")
     parser.add_argument("--write-only", metavar="DIR", help="only generate the corpus into DIR (to time the CLI on it)")
@@ -248,9 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gymverse-corpus-") as tmp:
         planted = {} if args.suite else generate(Path(tmp), args.n)
         spec = args.suite or tmp
-        for executor in [e.strip() for e in args.executors.split(",") if e.strip()]:
-            runs[executor] = run_once(spec, executor, args.out, planted)
-            show(console, args.suite or "a generated corpus", runs[executor])
+        executors = [e.strip() for e in args.executors.split(",") if e.strip()]
+        rounds: dict[str, list[dict[str, Any]]] = {e: [] for e in executors}
+        for _ in range(max(1, args.rounds)):  # interleaved: a load change on the machine hits every executor
+            for executor in executors:
+                rounds[executor].append(run_once(spec, executor, args.out, planted))
+                show(console, args.suite or "a generated corpus", rounds[executor][-1])
+        for executor, done in rounds.items():
+            runs[executor] = sorted(done, key=lambda r: r["total_s"])[len(done) // 2]
+            runs[executor]["rounds_total_s"] = [r["total_s"] for r in done]
+            # every round must reach the same verdicts and flags (a timing-dependent finding would show here)
+            runs[executor]["rounds_agree"] = all((r["verdicts"], r["flags"]) == (done[0]["verdicts"], done[0]["flags"])
+                                                 for r in done)  # fmt: skip
     doc: dict[str, Any] = {
         "suite": args.suite or f"generated corpus ({args.n} files)",
         "runs": runs,
@@ -264,6 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         same = hosted["verdicts"] == inproc["verdicts"]
         console.print(f"hosted / in-process: total {doc['hosted_over_inprocess']:.2f}x, jobs "
                       f"{doc['hosted_over_inprocess_jobs']:.2f}x (target <= 1.1x); same verdicts: {same}")  # fmt: skip
+    if "sandbox" in runs and "sandbox-fresh" in runs:
+        hosted, fresh = runs["sandbox"], runs["sandbox-fresh"]
+        doc["forked_over_fresh_hosts"] = hosted["total_s"] / fresh["total_s"]
+        same = (hosted["verdicts"], hosted["flags"]) == (fresh["verdicts"], fresh["flags"])
+        console.print(f"forked / fresh hosts: total {doc['forked_over_fresh_hosts']:.2f}x; same verdicts and "
+                      f"flags: {same}")  # fmt: skip
+    if len(runs) > 1:
+        console.print("medians of " + ", ".join(f"{e} {r['rounds_total_s']}" for e, r in runs.items()))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")

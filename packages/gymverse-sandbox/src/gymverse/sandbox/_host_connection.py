@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import threading
 import time
 from typing import Any
@@ -19,8 +18,9 @@ from gymverse import deadline as _deadline
 from gymverse.sandbox import _protocol
 from gymverse.sandbox._audit import MAX_RECORDS
 from gymverse.sandbox._host_errors import EnvCallError, EnvHostError, EnvHostTimeout, remote_error
+from gymverse.sandbox._host_launch import ForkedHost, FreshHost, HostProcess
 from gymverse.sandbox.config import SandboxResult
-from gymverse.sandbox.runner import build_spec, finish, launch
+from gymverse.sandbox.runner import build_spec
 
 SERVE = "gymverse.sandbox.env_host:serve"
 #: Extra time the first call of a host gets: the interpreter starts and imports the env's dependencies.
@@ -41,13 +41,17 @@ class _HostConnection:
     """One env host process: the pipes to it, its supervisor thread, and the request/answer discipline."""
 
     def __init__(self, key: tuple[Any, ...]) -> None:
-        limits, readable_paths, backend = key
+        limits, readable_paths, backend, forked = key
         self.key = key
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         spec = build_spec("callable", target=SERVE, limits=limits, readable_paths=readable_paths)
         try:
-            self.job = launch(spec, None, backend, stdio=(req_r, ans_w))
+            self.job: HostProcess = (
+                ForkedHost(spec, limits, readable_paths, (req_r, ans_w))
+                if forked
+                else FreshHost(spec, backend, (req_r, ans_w))
+            )
         except BaseException:
             for fd in (req_w, ans_r):
                 os.close(fd)
@@ -58,7 +62,6 @@ class _HostConnection:
         self.req, self.ans = req_w, ans_r
         os.set_blocking(self.req, False)
         os.set_blocking(self.ans, False)
-        self.pidfd = os.dup(self.job.pidfd)  # ours to signal: the supervisor thread closes the original
         self.result: SandboxResult | None = None
         self.dead: str | None = None
         self.seq = 0
@@ -73,7 +76,7 @@ class _HostConnection:
         self.thread.start()
 
     def _supervise(self) -> None:
-        self.result = finish(self.job)
+        self.result = self.job.wait()
 
     # ------------------------------------------------------------------------------------------ one request
     def call(self, op: str, eid: int, args: list[Any], what: str, timeout: float) -> dict[str, Any]:
@@ -188,8 +191,7 @@ class _HostConnection:
         if self.dead is None:
             self.dead = reason
         if self.thread.is_alive():
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            self.job.kill()
 
     def close(self) -> None:
         """End the host: close its request pipe (it exits on its own), kill it if it lingers, release the pipes."""
@@ -199,11 +201,12 @@ class _HostConnection:
             self.thread.join(GRACEFUL_EXIT)
         self.kill("closed")
         self.thread.join(10.0)
-        for fd in (self.req, self.ans, self.pidfd):
+        for fd in (self.req, self.ans):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.req = self.ans = self.pidfd = -1
+        self.req = self.ans = -1
+        self.job.release()
 
 
 #: This thread's warm spare host (see `EnvHost` ``prestart``): per thread, because a host dies with the thread

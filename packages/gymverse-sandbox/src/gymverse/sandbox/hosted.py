@@ -44,9 +44,12 @@ class EnvHost:
     wall-clock budget, counted from when the process started); `call_timeout` bounds each call. With `prestart`,
     starting a host also starts the next one (its interpreter and imports overlap this session), which the next
     `EnvHost` with the same limits in this thread takes over: one idle spare per thread, stopped by
-    `release_spare` or when the thread ends. `prepare` (``"package.module:function"``, called as
-    ``prepare(*args)`` once per host process, audited like env calls) does the slow one-time work building needs,
-    such as importing an installed suite, under its own `prepare_timeout` instead of the first build's deadline.
+    `release_spare` or when the thread ends. With `forked`, each host process is instead forked from a warm zygote
+    that has imported what hosts need once (`gymverse.sandbox._host_launch`: confined as a `SandboxPool` job, no
+    interpreter start per host; `backend` and `prestart` then do not apply). `prepare`
+    (``"package.module:function"``, called as ``prepare(*args)`` once per host process, audited like env calls)
+    does the slow one-time work building needs, such as importing an installed suite, under its own
+    `prepare_timeout` instead of the first build's deadline.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class EnvHost:
         readable_paths: Sequence[str] = (),
         backend: Backend = "auto",
         prestart: bool = False,
+        forked: bool = False,
         prepare: str | None = None,
         prepare_timeout: float = 60.0,
     ) -> None:
@@ -74,7 +78,8 @@ class EnvHost:
         self.max_restarts = max_restarts
         self.readable_paths = list(readable_paths)
         self.backend: Backend = backend
-        self.prestart = prestart
+        self.prestart = prestart and not forked
+        self.forked = forked
         self.prepare, self.prepare_timeout = prepare, max(float(prepare_timeout), self.call_timeout)
         self.starts = 0
         #: How the last host process ended (set when it is closed or replaced).
@@ -91,7 +96,7 @@ class EnvHost:
         return [*self._audit, *now][:MAX_RECORDS]
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.limits, tuple(self.readable_paths), self.backend)
+        return (self.limits, tuple(self.readable_paths), self.backend, self.forked)
 
     def _start(self) -> _HostConnection:
         key = self._key()
