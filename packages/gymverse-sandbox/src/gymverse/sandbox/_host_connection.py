@@ -20,6 +20,7 @@ from gymverse.sandbox._audit import MAX_RECORDS
 from gymverse.sandbox._host_errors import EnvCallError, EnvHostError, EnvHostTimeout, remote_error
 from gymverse.sandbox._host_launch import ForkedHost, FreshHost, HostProcess
 from gymverse.sandbox.config import SandboxResult
+from gymverse.sandbox.host_registrations import host_preload
 from gymverse.sandbox.runner import build_spec
 
 SERVE = "gymverse.sandbox.env_host:serve"
@@ -45,7 +46,8 @@ class _HostConnection:
         self.key = key
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        spec = build_spec("callable", target=SERVE, limits=limits, readable_paths=readable_paths)
+        preload = list(host_preload())
+        spec = build_spec("callable", target=SERVE, args=[preload], limits=limits, readable_paths=readable_paths)
         try:
             self.job: HostProcess = (
                 ForkedHost(spec, limits, readable_paths, (req_r, ans_w))

@@ -22,12 +22,9 @@ from typing import Any, Protocol
 
 from gymverse.sandbox import _supervise
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
-from gymverse.sandbox.env_host import PRELOAD
+from gymverse.sandbox.host_registrations import host_preload
 from gymverse.sandbox.pool import Zygote
 from gymverse.sandbox.runner import Backend, finish, isolation_support, launch
-
-#: What a host zygote imports once: what every host imports before its first request, and the host itself.
-ZYGOTE_PRELOAD = (*PRELOAD, "gymverse.sandbox.env_host")
 
 
 class HostProcess(Protocol):
@@ -95,7 +92,9 @@ class Zygotes:
                     return key, zygote
                 zygote.kill()
         ahead = {"plan": _supervise.mount_plan(list(readable_paths)), "limits": limits.to_spec()}
-        return key, Zygote(list(ZYGOTE_PRELOAD), limits.network, ahead if self.mounts_ok else None)
+        # what every host imports before its first request, and the host itself: imported once, here
+        preload = [*host_preload(), "gymverse.sandbox.env_host"]
+        return key, Zygote(preload, limits.network, ahead if self.mounts_ok else None)
 
     def give(self, key: tuple[Any, ...], zygote: Zygote) -> None:
         """Keep `zygote` for the next host when it still runs."""
@@ -163,4 +162,4 @@ class ForkedHost:
         """Nothing: `wait` closed the pipes and gave the zygote back."""
 
 
-__all__ = ["ZYGOTES", "ZYGOTE_PRELOAD", "ForkedHost", "FreshHost", "HostProcess", "Zygotes"]
+__all__ = ["ZYGOTES", "ForkedHost", "FreshHost", "HostProcess", "Zygotes"]

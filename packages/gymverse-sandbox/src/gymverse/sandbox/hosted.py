@@ -33,6 +33,7 @@ from gymverse.sandbox._host_connection import SERVE, _HostConnection, release_sp
 from gymverse.sandbox._host_errors import MAX_NAMES, EnvCallError, EnvHostError, EnvHostTimeout, remote_error
 from gymverse.sandbox._hosted_env import HostedEnv, Played, gem_env
 from gymverse.sandbox.config import SandboxLimits, SandboxResult
+from gymverse.sandbox.host_registrations import recordable_checks
 from gymverse.sandbox.runner import Backend
 
 
@@ -112,7 +113,9 @@ class EnvHost:
             spares.spare = _HostConnection(key)  # starts now, in parallel with this env's whole session
         try:
             what = "starting the env host"
-            session.call("init", 0, [self.factory, list(self.args), dict(self.files)], what, self.call_timeout)
+            checks = [list(pair) for pair in recordable_checks()]
+            init = [self.factory, list(self.args), dict(self.files), checks]
+            session.call("init", 0, init, what, self.call_timeout)
             if self.prepare is not None:
                 session.call("prepare", 0, [self.prepare], "preparing the env (imports)", self.prepare_timeout)
         except BaseException:

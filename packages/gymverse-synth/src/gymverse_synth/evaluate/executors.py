@@ -23,16 +23,9 @@ from gymverse.imports import import_object
 
 JobResult = dict[str, Any]
 EXECUTORS = ("sandbox", "process", "inline")
-#: Modules every worker imports once up front so jobs start fast.
-PRELOAD = (
-    "numpy",
-    "gymverse",
-    "gymverse.envs",
-    "gymverse.checker",
-    "gymverse.compat.gem_files",
-    "gymverse_synth.evaluate.jobs",
-    "gymverse_synth.evaluate.correctness",
-)
+#: Modules every worker imports once up front so jobs start fast, after what an env host preloads (the packages
+#: installed register those: `gymverse.sandbox.host_registrations.host_preload`).
+PRELOAD = ("gymverse.envs", "gymverse_synth.evaluate.jobs", "gymverse_synth.evaluate.correctness")
 
 
 def invoke(target: str, kwargs: Mapping[str, Any]) -> JobResult:
@@ -172,12 +165,14 @@ class SandboxExecutor:
         """The sandbox pool, started on the first `submit`: `gymverse evaluate` hosts every env (`submit_trusted`)
         and never needs it."""
         from gymverse.sandbox import SandboxPool
+        from gymverse.sandbox.host_registrations import host_preload
 
         with self._pool_lock:
             if self._pool is None:
                 limits = self._limits_cls(timeout=300.0, memory_mb=self._memory_mb)
                 paths = self.readable_paths
-                self._pool = SandboxPool(self.workers, limits, preload=list(PRELOAD), readable_paths=paths)
+                preload = [*host_preload(), *PRELOAD]
+                self._pool = SandboxPool(self.workers, limits, preload=preload, readable_paths=paths)
             return self._pool
 
     def _run(self, target: str, kwargs: dict[str, Any], timeout: float, files: dict[str, str]) -> JobResult:
