@@ -185,6 +185,8 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         "report_kib": html_path.stat().st_size / 1024 if html_path.exists() else 0.0,
         "verdicts": {e.name: e.correctness.verdict for e in envs},
         "flags": {e.name: e.flags for e in envs},  # which check found each planted defect, not only that one did
+        # every finding as the report states it: two runs (executors, code versions) must agree on these exactly
+        "findings": {e.name: _findings(e) for e in envs},
         "defects_found": found,
         "defects_planted": sum(1 for v in planted.values() if v in DEFECTS + BROKEN),
         "controls_flagged": [
@@ -192,6 +194,11 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         ],
         "embedder": getattr(cfg.embedder, "name", "?"),
     }
+
+
+def _findings(env: Any) -> list[str]:
+    """An env's findings as the report states them (severity, code, message), sorted."""
+    return sorted(f"{f['severity']}:{f['code']}: {f['message']}" for f in env.correctness.findings)
 
 
 def _cpu() -> float:
@@ -265,9 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         for executor, done in rounds.items():
             runs[executor] = sorted(done, key=lambda r: r["total_s"])[len(done) // 2]
             runs[executor]["rounds_total_s"] = [r["total_s"] for r in done]
-            # every round must reach the same verdicts and flags (a timing-dependent finding would show here)
-            runs[executor]["rounds_agree"] = all((r["verdicts"], r["flags"]) == (done[0]["verdicts"], done[0]["flags"])
-                                                 for r in done)  # fmt: skip
+            # every round must state the same findings (a timing-dependent finding would show here)
+            runs[executor]["rounds_agree"] = all(r["findings"] == done[0]["findings"] for r in done)
     doc: dict[str, Any] = {
         "suite": args.suite or f"generated corpus ({args.n} files)",
         "runs": runs,
@@ -278,15 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         hosted, inproc = runs["sandbox"], runs["inprocess"]
         doc["hosted_over_inprocess"] = hosted["total_s"] / inproc["total_s"]
         doc["hosted_over_inprocess_jobs"] = hosted["stages_s"]["jobs"] / inproc["stages_s"]["jobs"]
-        same = hosted["verdicts"] == inproc["verdicts"]
+        same = (hosted["verdicts"], hosted["findings"]) == (inproc["verdicts"], inproc["findings"])
         console.print(f"hosted / in-process: total {doc['hosted_over_inprocess']:.2f}x, jobs "
-                      f"{doc['hosted_over_inprocess_jobs']:.2f}x (target <= 1.1x); same verdicts: {same}")  # fmt: skip
+                      f"{doc['hosted_over_inprocess_jobs']:.2f}x (target <= 1.1x); same verdicts and findings: "
+                      f"{same}")  # fmt: skip
     if "sandbox" in runs and "sandbox-fresh" in runs:
         hosted, fresh = runs["sandbox"], runs["sandbox-fresh"]
         doc["forked_over_fresh_hosts"] = hosted["total_s"] / fresh["total_s"]
-        same = (hosted["verdicts"], hosted["flags"]) == (fresh["verdicts"], fresh["flags"])
+        same = (hosted["verdicts"], hosted["findings"]) == (fresh["verdicts"], fresh["findings"])
         console.print(f"forked / fresh hosts: total {doc['forked_over_fresh_hosts']:.2f}x; same verdicts and "
-                      f"flags: {same}")  # fmt: skip
+                      f"findings: {same}")  # fmt: skip
     if len(runs) > 1:
         console.print("medians of " + ", ".join(f"{e} {r['rounds_total_s']}" for e, r in runs.items()))
     out = Path(args.json)
