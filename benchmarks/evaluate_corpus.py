@@ -15,10 +15,14 @@ Stages (default settings: sandbox executor, MiniLM embeddings when installed):
 plus the jobs' own seconds per stage (summed over envs: host start + build, reset probes, constant answers, the
 checker, oracle, degeneracy policies, difficulty episodes per policy). ``--executors sandbox,inprocess`` runs the
 same suite with the hosted checker and with the checker in the env's own (sandboxed) process, and prints their
-ratio (issue 34: <= 1.1x); ``--suite builtin`` evaluates the built-in envs instead of a generated corpus. Prints a
-table per run (seconds per stage, the 180 s target, CPU seconds and the machine's load average, since a shared
-machine stretches wall time) and the report size; writes ``benchmarks/results/evaluate_corpus.json``
-(``--json``). ``--n 200`` by default; ``--warm-embedder`` loads the embedding model first (fair ratios).
+ratio (issue 34: <= 1.1x); ``sandbox-fresh`` is the hosted checker with a freshly launched host per env instead
+of one forked from a warm zygote; ``--rounds N`` runs the executors in turn N times and reports each one's median
+(every round must state the same findings: ``rounds_agree``); ``--suite builtin`` evaluates the built-in envs
+instead of a generated corpus. Prints a table per run (seconds per stage, the 180 s target, CPU seconds and the
+machine's load average, since a shared machine stretches wall time) and the report size; writes
+``benchmarks/results/evaluate_corpus.json`` (``--json``: per run also each env's verdict, flags and findings, to
+compare runs and code versions). ``--n 200`` by default; ``--warm-embedder`` loads the embedding model first
+(fair ratios).
 """
 
 from __future__ import annotations
