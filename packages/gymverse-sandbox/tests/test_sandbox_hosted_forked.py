@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from gymverse.sandbox import SandboxLimits
+from gymverse.sandbox import SandboxLimits, _host_launch
 from gymverse.sandbox._host_launch import ZYGOTES
 from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError, EnvHostTimeout, HostedEnv
 
@@ -123,3 +123,15 @@ def test_a_forked_host_that_exits_mid_call_is_named_with_its_exit_code() -> None
             step_value(host)
         with pytest.raises(EnvHostError, match="died 1 times; not restarting"):
             host.make(1)
+
+
+def test_a_zygote_that_cannot_start_costs_the_fork_not_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("sandbox pool zygote failed to start (see its stderr)")
+
+    monkeypatch.setattr(_host_launch, "Zygote", broken)
+    monkeypatch.setattr(ZYGOTES, "_idle", {})  # no warm zygote to take: a new one must start, and cannot
+    with forked() as host:
+        assert step_value(host, "\\boxed{-1}").reward == 0.0  # type: ignore[attr-defined]
+    assert host.result is not None and host.result.status == "ok"
+    assert "zygote" not in host.result.isolation and "seccomp" in host.result.isolation  # a launcher of its own

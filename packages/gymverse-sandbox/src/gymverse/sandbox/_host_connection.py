@@ -18,7 +18,7 @@ from gymverse import deadline as _deadline
 from gymverse.sandbox import _protocol
 from gymverse.sandbox._audit import MAX_RECORDS
 from gymverse.sandbox._host_errors import EnvCallError, EnvHostError, EnvHostTimeout, remote_error
-from gymverse.sandbox._host_launch import ForkedHost, FreshHost, HostProcess
+from gymverse.sandbox._host_launch import HostProcess, start_host
 from gymverse.sandbox.config import SandboxResult
 from gymverse.sandbox.host_registrations import host_preload
 from gymverse.sandbox.runner import build_spec
@@ -49,11 +49,7 @@ class _HostConnection:
         preload = list(host_preload())
         spec = build_spec("callable", target=SERVE, args=[preload], limits=limits, readable_paths=readable_paths)
         try:
-            self.job: HostProcess = (
-                ForkedHost(spec, limits, readable_paths, (req_r, ans_w))
-                if forked
-                else FreshHost(spec, backend, (req_r, ans_w))
-            )
+            self.job: HostProcess = start_host(spec, limits, readable_paths, backend, forked, (req_r, ans_w))
         except BaseException:
             for fd in (req_w, ans_r):
                 os.close(fd)

@@ -162,4 +162,22 @@ class ForkedHost:
         """Nothing: `wait` closed the pipes and gave the zygote back."""
 
 
-__all__ = ["ZYGOTES", "ForkedHost", "FreshHost", "HostProcess", "Zygotes"]
+def start_host(
+    spec: dict[str, Any],
+    limits: SandboxLimits,
+    readable_paths: Sequence[str],
+    backend: Backend,
+    forked: bool,
+    stdio: tuple[int, int],
+) -> HostProcess:
+    """A `ForkedHost` when `forked` and a zygote can serve it, else a `FreshHost` (a zygote that cannot start
+    costs this host its fork, not its start)."""
+    if forked:
+        try:
+            return ForkedHost(spec, limits, readable_paths, stdio)
+        except RuntimeError:  # `Zygote` could not start (nothing of this host was set up yet)
+            pass
+    return FreshHost(spec, backend, stdio)
+
+
+__all__ = ["ZYGOTES", "ForkedHost", "FreshHost", "HostProcess", "Zygotes", "start_host"]
