@@ -15,10 +15,14 @@ Stages (default settings: sandbox executor, MiniLM embeddings when installed):
 plus the jobs' own seconds per stage (summed over envs: host start + build, reset probes, constant answers, the
 checker, oracle, degeneracy policies, difficulty episodes per policy). ``--executors sandbox,inprocess`` runs the
 same suite with the hosted checker and with the checker in the env's own (sandboxed) process, and prints their
-ratio (issue 34: <= 1.1x); ``--suite builtin`` evaluates the built-in envs instead of a generated corpus. Prints a
-table per run (seconds per stage, the 180 s target, CPU seconds and the machine's load average, since a shared
-machine stretches wall time) and the report size; writes ``benchmarks/results/evaluate_corpus.json``
-(``--json``). ``--n 200`` by default; ``--warm-embedder`` loads the embedding model first (fair ratios).
+ratio (issue 34: <= 1.1x); ``sandbox-fresh`` is the hosted checker with a freshly launched host per env instead
+of one forked from a warm zygote; ``--rounds N`` runs the executors in turn N times and reports each one's median
+(every round must state the same findings: ``rounds_agree``); ``--suite builtin`` evaluates the built-in envs
+instead of a generated corpus. Prints a table per run (seconds per stage, the 180 s target, CPU seconds and the
+machine's load average, since a shared machine stretches wall time) and the report size; writes
+``benchmarks/results/evaluate_corpus.json`` (``--json``: per run also each env's verdict, flags and findings, to
+compare runs and code versions). ``--n 200`` by default; ``--warm-embedder`` loads the embedding model first
+(fair ratios).
 """
 
 from __future__ import annotations
@@ -133,10 +137,12 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
     t0 = time.perf_counter()
     suite = load_suite(spec)
     stages["load"] = time.perf_counter() - t0
-    from gymverse_synth.evaluate import runner
+    from gymverse_synth.evaluate import correctness, runner
 
-    cfg = EvaluationConfig(embedder=default_embedder(), executor="sandbox" if executor == "inprocess" else executor)
+    kind = "sandbox" if executor in ("inprocess", "sandbox-fresh") else executor
+    cfg = EvaluationConfig(embedder=default_embedder(), executor=kind)
     make = runner.make_executor
+    correctness.FORKED_HOSTS = executor != "sandbox-fresh"  # hosted: forked hosts; -fresh: a launcher per host
     if executor == "inprocess":
         runner.make_executor = lambda kind, workers=None, readable_paths=(): InSandbox(workers)  # type: ignore[assignment]
     done = [0]
@@ -154,6 +160,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         results, executor_name, workers, _ = _run_jobs(suite, cfg, progress)
     finally:
         runner.make_executor = make
+        correctness.FORKED_HOSTS = True
     stages["jobs"] = time.perf_counter() - t
     diversity, stages["diversity (overlapped)"] = div_future.result()
     side.shutdown()
@@ -171,7 +178,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
     total = time.perf_counter() - t0
     found = sum(1 for e in envs if planted.get(e.name) in DEFECTS + BROKEN and e.correctness.verdict != "unverified")
     return {
-        "executor": executor_name,
+        "executor": executor_name + (" (a fresh launcher per host)" if executor == "sandbox-fresh" else ""),
         "workers": workers,
         "n_envs": len(suite.entries),
         "stages_s": stages,
@@ -182,6 +189,8 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         "report_kib": html_path.stat().st_size / 1024 if html_path.exists() else 0.0,
         "verdicts": {e.name: e.correctness.verdict for e in envs},
         "flags": {e.name: e.flags for e in envs},  # which check found each planted defect, not only that one did
+        # every finding as the report states it: two runs (executors, code versions) must agree on these exactly
+        "findings": {e.name: _findings(e) for e in envs},
         "defects_found": found,
         "defects_planted": sum(1 for v in planted.values() if v in DEFECTS + BROKEN),
         "controls_flagged": [
@@ -189,6 +198,11 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
         ],
         "embedder": getattr(cfg.embedder, "name", "?"),
     }
+
+
+def _findings(env: Any) -> list[str]:
+    """An env's findings as the report states them (severity, code, message), sorted."""
+    return sorted(f"{f['severity']}:{f['code']}: {f['message']}" for f in env.correctness.findings)
 
 
 def _cpu() -> float:
@@ -223,10 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="env files to generate (default 200)")
     parser.add_argument("--suite", help="evaluate this suite (e.g. builtin) instead of a generated corpus")
-    how = "sandbox (hosted checker), inprocess (the checker next to the env, sandboxed), process, inline"
+    how = (
+        "sandbox (hosted checker), sandbox-fresh (hosted, a fresh launcher per host instead of a fork of a warm "
+        "zygote), inprocess (the checker next to the env, sandboxed), process, inline"
+    )
     parser.add_argument("--executors", default="sandbox", help=f"comma-separated, run in turn: {how}")
     parser.add_argument("--warm-embedder", action="store_true", help="load the embedding model before the runs "
                         "(for ratios between runs; the CLI pays it once)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1, help="run the executors in turn this many times; each "
+                        "executor's median run (by total) is reported (default 1)")  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/evaluate_corpus"), help="report directory")
     parser.add_argument("--json", default=str(ROOT / "benchmarks/results/evaluate_corpus.json"), help="result file")
     parser.add_argument("--write-only", metavar="DIR", help="only generate the corpus into DIR (to time the CLI on it)")
@@ -248,9 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gymverse-corpus-") as tmp:
         planted = {} if args.suite else generate(Path(tmp), args.n)
         spec = args.suite or tmp
-        for executor in [e.strip() for e in args.executors.split(",") if e.strip()]:
-            runs[executor] = run_once(spec, executor, args.out, planted)
-            show(console, args.suite or "a generated corpus", runs[executor])
+        executors = [e.strip() for e in args.executors.split(",") if e.strip()]
+        rounds: dict[str, list[dict[str, Any]]] = {e: [] for e in executors}
+        for _ in range(max(1, args.rounds)):  # interleaved: a load change on the machine hits every executor
+            for executor in executors:
+                rounds[executor].append(run_once(spec, executor, args.out, planted))
+                show(console, args.suite or "a generated corpus", rounds[executor][-1])
+        for executor, done in rounds.items():
+            runs[executor] = sorted(done, key=lambda r: r["total_s"])[len(done) // 2]
+            runs[executor]["rounds_total_s"] = [r["total_s"] for r in done]
+            # every round must state the same findings (a timing-dependent finding would show here)
+            runs[executor]["rounds_agree"] = all(r["findings"] == done[0]["findings"] for r in done)
     doc: dict[str, Any] = {
         "suite": args.suite or f"generated corpus ({args.n} files)",
         "runs": runs,
@@ -261,9 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         hosted, inproc = runs["sandbox"], runs["inprocess"]
         doc["hosted_over_inprocess"] = hosted["total_s"] / inproc["total_s"]
         doc["hosted_over_inprocess_jobs"] = hosted["stages_s"]["jobs"] / inproc["stages_s"]["jobs"]
-        same = hosted["verdicts"] == inproc["verdicts"]
+        same = (hosted["verdicts"], hosted["findings"]) == (inproc["verdicts"], inproc["findings"])
         console.print(f"hosted / in-process: total {doc['hosted_over_inprocess']:.2f}x, jobs "
-                      f"{doc['hosted_over_inprocess_jobs']:.2f}x (target <= 1.1x); same verdicts: {same}")  # fmt: skip
+                      f"{doc['hosted_over_inprocess_jobs']:.2f}x (target <= 1.1x); same verdicts and findings: "
+                      f"{same}")  # fmt: skip
+    if "sandbox" in runs and "sandbox-fresh" in runs:
+        hosted, fresh = runs["sandbox"], runs["sandbox-fresh"]
+        doc["forked_over_fresh_hosts"] = hosted["total_s"] / fresh["total_s"]
+        same = (hosted["verdicts"], hosted["findings"]) == (fresh["verdicts"], fresh["findings"])
+        console.print(f"forked / fresh hosts: total {doc['forked_over_fresh_hosts']:.2f}x; same verdicts and "
+                      f"findings: {same}")  # fmt: skip
+    if len(runs) > 1:
+        console.print("medians of " + ", ".join(f"{e} {r['rounds_total_s']}" for e, r in runs.items()))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")

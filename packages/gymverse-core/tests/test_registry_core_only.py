@@ -66,5 +66,6 @@ def test_gem_refs_without_gymverse_gem_name_the_package(monkeypatch: pytest.Monk
         return real(group="gymverse.no-such-group") if kw.get("group") == loader.REF_BUILDERS_GROUP else real(**kw)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", no_ref_builders)
+    loader._ref_builder.cache_clear()  # found once per process (a failure is not kept): look again here
     with pytest.raises(loader.EnvLoadError, match="'gem:' env files need the gymverse-gem package"):
         loader.build_from_ref("gem:/nowhere/env.py")

@@ -7,6 +7,7 @@ imported into it do not count). Every failure raises `EnvLoadError` with a messa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -145,6 +146,7 @@ def build_from_ref(ref: str, complexity: int = 1, seed: int | None = None) -> En
 REF_BUILDERS_GROUP = "gymverse.refs"
 
 
+@functools.cache  # found once per process: the scan reads every installed distribution's metadata (ms per build)
 def _ref_builder(kind: str) -> Callable[..., EnvLike]:
     found = importlib.metadata.entry_points(group=REF_BUILDERS_GROUP, name=kind)
     if not found:

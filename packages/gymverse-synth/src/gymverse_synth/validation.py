@@ -324,7 +324,7 @@ def _hosted_run(
     where: list[str] = []
     evidence: dict[str, Any] = {}
     host = EnvHost(HOST_FACTORY, [f"file:{ENV_FILE}"], files={ENV_FILE: source}, limits=limits,
-                   call_timeout=config.call_timeout, prestart=True)  # fmt: skip
+                   call_timeout=config.call_timeout, forked=True)  # fmt: skip
 
     def on_result(r: CheckResult) -> None:
         loc = " ".join(f"{k}={v}" for k, v in (("level", r.level), ("seed", r.seed)) if v is not None)

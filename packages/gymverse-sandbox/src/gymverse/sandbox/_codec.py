@@ -49,8 +49,14 @@ class RemoteObject:
         return f"<{self.type_name} {self.content!r}>"
 
 
+#: Exact types `encode` returns as they are (subclasses, e.g. NumPy's float64, take the long way).
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def encode(value: Any, depth: int = 0) -> Any:
     """`value` as tagged JSON (host side)."""
+    if type(value) in _PLAIN:  # the common case first: most of an answer is strings and numbers
+        return value
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, np.generic):
@@ -61,14 +67,15 @@ def encode(value: Any, depth: int = 0) -> Any:
         return int(value) if isinstance(value, int) else float(value)
     if depth > MAX_DEPTH:
         return {OBJECT: [type(value).__qualname__, "<too deep>"]}
+    deeper = depth + 1
     if isinstance(value, list):
-        return [encode(v, depth + 1) for v in value]
+        return [v if type(v) in _PLAIN else encode(v, deeper) for v in value]
     if isinstance(value, tuple):
-        return {TUPLE: [encode(v, depth + 1) for v in value]}
+        return {TUPLE: [v if type(v) in _PLAIN else encode(v, deeper) for v in value]}
     if isinstance(value, Mapping):
         if all(isinstance(k, str) and not k.startswith("\0") for k in value):
-            return {k: encode(v, depth + 1) for k, v in value.items()}
-        return {PAIRS: [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+            return {k: v if type(v) in _PLAIN else encode(v, deeper) for k, v in value.items()}
+        return {PAIRS: [[encode(k, deeper), encode(v, deeper)] for k, v in value.items()]}
     if isinstance(value, set | frozenset):
         return {SET: [encode(v, depth + 1) for v in sorted(value, key=repr)]}
     if isinstance(value, np.ndarray) and value.dtype.kind in NUMERIC_KINDS:

@@ -44,16 +44,19 @@ def frame(payload: dict[str, Any]) -> bytes:
 
 
 def depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative: safe for any depth)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
-    return deepest
+    """Nesting depth of a parsed JSON value (iterative, level by level: safe for any depth, and each level's
+    children are gathered by C code rather than one Python step per value)."""
+    level, items = 0, [value]
+    while items:
+        level += 1
+        deeper: list[Any] = []
+        for item in items:
+            if isinstance(item, dict):
+                deeper += item.values()
+            elif isinstance(item, list):
+                deeper += item
+        items = deeper
+    return level
 
 
 def parse(data: bytes) -> dict[str, Any] | None:

@@ -16,12 +16,6 @@ from typing import Any
 
 from gymverse.sandbox._codec import encode
 
-#: Checker functions that may be recorded: ``name -> "module:function"`` taking ``(env, seed)``.
-RECORDABLE = {
-    "state_checks": "gymverse.checker.checks:state_checks",
-    "malformed": "gymverse.checker.checks:check_malformed",
-}
-
 
 class _Stop(Exception):
     """An env call raised: the record ends there."""
@@ -96,11 +90,12 @@ class Recording:
         return self._rec("format_penalty", lambda: self._env.format_penalty)
 
 
-def record(env: Any, name: str, seed: int) -> dict[str, Any]:
-    """Run the recordable check `name` on `env` from `seed`; ``{"calls": [...], "error": [...] or None}``."""
+def record(env: Any, target: str, seed: int) -> dict[str, Any]:
+    """Run the recordable check `target` (``"module:function"``, registered in ``gymverse.recordable_checks``) on
+    `env` from `seed`; ``{"calls": [...], "error": [...] or None}``."""
     import importlib
 
-    module, _, attr = RECORDABLE[name].partition(":")
+    module, _, attr = target.partition(":")
     check = getattr(importlib.import_module(module), attr)
     log = Log()
     # _Stop, or the check failing on what the env returned: the record ends there
@@ -109,4 +104,4 @@ def record(env: Any, name: str, seed: int) -> dict[str, Any]:
     return {"calls": log.calls, "error": log.error}
 
 
-__all__ = ["RECORDABLE", "Log", "Recording", "record"]
+__all__ = ["Log", "Recording", "record"]

@@ -7,8 +7,8 @@ holds nothing but the preloaded modules. It also creates that process's IPC and 
 fresh ones, mounts the job's limited tmpfs dirs, forks the process into them and returns to its own with
 ``setns``), so the job process has nothing left to set up; the read-only masks over dirs a job could not traverse
 and ``/proc`` are mounted once, in the zygote's own mount namespace that every job's copies. When the job comes,
-the host sends the zygote five pipe ends (SCM_RIGHTS): the job's spec, stdout, stderr and value pipes, which go on
-to the waiting job process untouched, and a status pipe the zygote keeps. The job process reads its spec from the
+the host sends the zygote six pipe ends (SCM_RIGHTS): the job's spec, stdout, stderr, value and stdin pipes, which
+go on to the waiting job process untouched, and a status pipe the zygote keeps. The job process reads its spec from the
 host's pipe itself, drops to its own uid and runs the code (`_child`). Its value goes straight to the host; the
 zygote reports only what it observed itself: the job's exit status, rusage, and whether it hit its deadline. So no
 job's source, files, output or return value ever exists in the zygote's memory, nor, therefore, in any later
@@ -49,8 +49,11 @@ if TYPE_CHECKING:
 #: The zygote's command line (argv: gymverse package dir, socket fd). It imports only what jobs need: every module
 #: here makes each job's fork and exit dearer (page tables), so host-side code stays in `pool`.
 BOOT = _child.STUBS + "from gymverse.sandbox._zygote import main; main(int(sys.argv[2]))"
-#: Pipe ends the host sends per job: spec (read), stdout, stderr, value (write) go on to the job; status stays.
-JOB_FDS = 5
+#: Pipe ends the host sends per job: spec (read), stdout, stderr, value (write), stdin (read: ``/dev/null``, or an
+#: env host's requests) go on to the job; status stays.
+JOB_FDS = 6
+#: Of those, the ones the job process gets.
+JOB_PROCESS_FDS = JOB_FDS - 1
 #: Where the prestarted job process keeps its control socket until its job arrives.
 CTL_FD = 3
 #: The namespaces each job gets of its own, in the order `SandboxResult.isolation` names them.
@@ -106,15 +109,17 @@ def main(sock_fd: int) -> None:
         start = time.monotonic()
         pid, pidfd, ctl, held = job
         with contextlib.suppress(OSError):  # a dead job process shows up as its exit status below
-            _protocol.send_fds(ctl, b"J", fds[:4])
+            _protocol.send_fds(ctl, b"J", fds[:JOB_PROCESS_FDS])
         ctl.close()
-        for fd in fds[:4]:
+        for fd in fds[:JOB_PROCESS_FDS]:
             os.close(fd)
         spare = _prestart(_prepare(inherited, ahead, base), base) if early else None
-        report, spared = _supervise_job(pid, pidfd, fds[4], start + timeout, None if uid < 0 else uid, spare)
+        report, spared = _supervise_job(
+            pid, pidfd, fds[JOB_PROCESS_FDS], start + timeout, None if uid < 0 else uid, spare
+        )
         with contextlib.suppress(OSError):  # the host may have given up on this job
-            os.write(fds[4], report)
-        os.close(fds[4])
+            os.write(fds[JOB_PROCESS_FDS], report)
+        os.close(fds[JOB_PROCESS_FDS])
         for fd in held:  # the job's namespaces, torn down now that its result is out rather than at its exit
             os.close(fd)
         if spare is not None and spared:
@@ -274,11 +279,11 @@ def _mount_ahead(ahead: dict[str, Any] | None, applied: list[str]) -> dict[str, 
 def _await_job(applied: list[str], mounted: dict[str, Any] | None) -> None:
     """In the prestarted job process: wait for the job and run it."""
     sock = _socket.socket(fileno=CTL_FD)
-    _, fds = _protocol.recv_fds(sock, 4, 16)  # blocks until the job comes
+    _, fds = _protocol.recv_fds(sock, JOB_PROCESS_FDS, 16)  # blocks until the job comes
     sock.close()
-    if len(fds) != 4:
+    if len(fds) != JOB_PROCESS_FDS:
         return  # the zygote is gone
-    spec_fd, out_w, err_w, value_w = fds  # above 0-3 (see `_prestart`): nothing to move out of the way
+    spec_fd, out_w, err_w, value_w, in_r = fds  # above 0-3 (see `_prestart`): nothing to move out of the way
     try:
         spec = _monitor.read_spec(spec_fd, trusted=True)
         sys.path[:] = spec["sys_path"]
@@ -291,6 +296,7 @@ def _await_job(applied: list[str], mounted: dict[str, Any] | None) -> None:
             _protocol.send(value_w, {"applied": applied})
             _protocol.send(value_w, {"error": f"sandbox setup failed: {exc!r}"})
         return
+    os.dup2(in_r, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     os.dup2(value_w, 3)

@@ -77,6 +77,7 @@ class Host:
         self.states: dict[int, tuple[int, Any]] = {}
         self.classes: dict[type, int] = {}
         self.sentinels: dict[int, Any] = {}  # env id -> GlobalRngSnapshot taken before building it
+        self.recordable: dict[str, str] = {}
         self.next_id = 1
 
     def _register(self, env: Any) -> int:
@@ -162,11 +163,12 @@ class Host:
         if op == "play":
             return self._play(env, *args)
         if op == "record":
-            from gymverse.sandbox._recording import RECORDABLE, record
+            from gymverse.sandbox._recording import record
 
-            if args[0] not in RECORDABLE:
+            target = self.recordable.get(args[0]) if isinstance(args[0], str) else None
+            if target is None:
                 raise ValueError(f"not a recordable check: {args[0]!r}")
-            return {"value": record(env, args[0], args[1]), **self._sync(env, params=True)}
+            return {"value": record(env, target, args[1]), **self._sync(env, params=True)}
         if op == "lockstep":
             return {"value": _lockstep(env, self.envs[int(args[0])], args[1], args[2]), **self._sync(env, params=True)}
         if op == "instance_state":
@@ -213,10 +215,15 @@ class Host:
         except Exception as err:
             return ["err", type(err).__name__, str(err)[:500]]
 
-    def _init(self, factory: str, args: list[Any], files: dict[str, str]) -> dict[str, Any]:
-        """Take the session's factory and write its files into the work dir (a warm host gets them only now)."""
+    def _init(
+        self, factory: str, args: list[Any], files: dict[str, str], recordable: list[list[str]] | None = None
+    ) -> dict[str, Any]:
+        """Take the session's factory and the checks it may record (``[name, "module:function"]`` pairs, from
+        `gymverse.sandbox.host_registrations`) and write its files into the work dir (a warm host gets them only
+        now)."""
         if self.factory is not None:
             raise RuntimeError("the env host is already initialized")
+        self.recordable = {str(name): str(target) for name, target in recordable or []}
         for name, text in files.items():
             path = os.path.normpath(name)
             if os.path.isabs(path) or path.split(os.sep)[0] == os.pardir:
@@ -364,8 +371,9 @@ def _answer(host: Host, msg: dict[str, Any], audit: _audit.Recorder | None = Non
     return data
 
 
-#: Imported before the first request, so a warm host has paid for them by the time its env arrives.
-PRELOAD = ("numpy", "gymverse", "gymverse.loader", "gymverse.checker", "gymverse.compat.gem_files")
+#: Imported before the first request whatever is installed (the launcher passes these and what packages register:
+#: `gymverse.sandbox.host_registrations.host_preload`).
+PRELOAD = ("numpy", "gymverse", "gymverse.loader")
 
 
 def serve(preload: list[str] | None = None) -> None:

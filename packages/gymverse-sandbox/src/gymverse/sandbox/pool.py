@@ -169,9 +169,16 @@ class Zygote:
             raise RuntimeError("sandbox pool zygote failed to start (see its stderr)")
         self.isolation: list[str] = list(ready["isolation"])
 
-    def launch(self, spec: dict[str, Any]) -> tuple[int, int, int, int]:
-        """Hand `spec` to the zygote's waiting job process; returns (stdout, stderr, value, status) read ends."""
-        out_r, out_w = _supervise.output_pipe()
+    def launch(self, spec: dict[str, Any], stdio: tuple[int, int] | None = None) -> tuple[int, int, int, int]:
+        """Hand `spec` to the zygote's waiting job process; returns (stdout, stderr, value, status) read ends.
+
+        `stdio`: the job's stdin and stdout (an env host's request and answer pipes; the caller keeps its copies)
+        instead of ``/dev/null`` and a captured pipe; the stdout returned then reads as closed at once."""
+        out_r, out_w = _supervise.output_pipe() if stdio is None else os.pipe()
+        in_r = os.open(os.devnull, os.O_RDONLY) if stdio is None else os.dup(stdio[0])
+        if stdio is not None:
+            os.close(out_w)  # nothing to capture: the job's stdout is the caller's pipe
+            out_w = os.dup(stdio[1])
         err_r, err_w = _supervise.output_pipe()
         value_r, value_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -179,13 +186,13 @@ class Zygote:
         try:
             uid = spec.get("uid")
             head = _protocol.JOB_HEAD.pack(float(spec["limits"]["timeout"]), -1 if uid is None else uid)
-            _protocol.send_fds(self.sock, head, [spec_r, out_w, err_w, value_w, status_w])
+            _protocol.send_fds(self.sock, head, [spec_r, out_w, err_w, value_w, in_r, status_w])
         except BaseException:
             for fd in (out_r, err_r, value_r, status_r, spec_w):
                 os.close(fd)
             raise
         finally:
-            for fd in (out_w, err_w, value_w, status_w, spec_r):
+            for fd in (out_w, err_w, value_w, in_r, status_w, spec_r):
                 os.close(fd)
         # The job process reads it all before anything else; if it died, the write fails and the zygote reports
         # the death on the status pipe.

@@ -41,6 +41,9 @@ CHECK_TARGET = "gymverse_synth.evaluate.correctness:_check_in_child"
 HOST_FACTORY = "gymverse.loader:build_from_ref"
 #: Imports a registered id's suite once per host, under its own deadline (not the first build's).
 HOST_PREPARE = "gymverse.loader:prepare_ref"
+#: Env hosts are forked from a warm zygote (`EnvHost` ``forked``): no interpreter start per env. False: a fresh
+#: launcher per host, with a warm spare started ahead (the benchmark's ``sandbox-fresh`` compares the two).
+FORKED_HOSTS = True
 #: Checker points of GymVerse's own contract that GEM envs are not written against (GymVerse `complexity_params`,
 #: ``info["format_error"]``, format_penalty inside metadata.reward_range): not defects of a GEM env.
 GEM_EXEMPT_CHECKS = ("complexity_params", "malformed_actions", "metadata")
@@ -115,10 +118,10 @@ def ref_host(
     readable_paths: Sequence[str],
     max_restarts: int = 2,
 ) -> EnvHost:
-    """The sandboxed host the evaluator builds `ref` in (a warm spare started for the next env)."""
+    """The sandboxed host the evaluator builds `ref` in (see `FORKED_HOSTS`)."""
     return EnvHost(HOST_FACTORY, [ref], files=files, limits=limits, call_timeout=call_timeout,
-                   readable_paths=readable_paths, prestart=True, prepare=HOST_PREPARE,
-                   max_restarts=max_restarts)  # fmt: skip
+                   readable_paths=readable_paths, forked=FORKED_HOSTS, prestart=not FORKED_HOSTS,
+                   prepare=HOST_PREPARE, max_restarts=max_restarts)  # fmt: skip
 
 
 def _check_in_child(ref: str, **plan: Any) -> dict[str, Any]:

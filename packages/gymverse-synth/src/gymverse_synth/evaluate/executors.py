@@ -23,16 +23,9 @@ from gymverse.imports import import_object
 
 JobResult = dict[str, Any]
 EXECUTORS = ("sandbox", "process", "inline")
-#: Modules every worker imports once up front so jobs start fast.
-PRELOAD = (
-    "numpy",
-    "gymverse",
-    "gymverse.envs",
-    "gymverse.checker",
-    "gymverse.compat.gem_files",
-    "gymverse_synth.evaluate.jobs",
-    "gymverse_synth.evaluate.correctness",
-)
+#: Modules every worker imports once up front so jobs start fast, after what an env host preloads (the packages
+#: installed register those: `gymverse.sandbox.host_registrations.host_preload`).
+PRELOAD = ("gymverse.envs", "gymverse_synth.evaluate.jobs", "gymverse_synth.evaluate.correctness")
 
 
 def invoke(target: str, kwargs: Mapping[str, Any]) -> JobResult:
@@ -167,17 +160,22 @@ class SandboxExecutor:
         self._pool: Any = None
         self._pool_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(self.workers)
+        # A hosted job keeps a core busy only while its host computes: while this side judges an answer (about a
+        # sixth of the job's CPU) its host waits. Half again as many trusted jobs as workers keep the cores busy.
+        self._trusted = ThreadPoolExecutor(self.workers + (self.workers + 1) // 2)
 
     def _workers(self) -> Any:
         """The sandbox pool, started on the first `submit`: `gymverse evaluate` hosts every env (`submit_trusted`)
         and never needs it."""
         from gymverse.sandbox import SandboxPool
+        from gymverse.sandbox.host_registrations import host_preload
 
         with self._pool_lock:
             if self._pool is None:
                 limits = self._limits_cls(timeout=300.0, memory_mb=self._memory_mb)
                 paths = self.readable_paths
-                self._pool = SandboxPool(self.workers, limits, preload=list(PRELOAD), readable_paths=paths)
+                preload = [*host_preload(), *PRELOAD]
+                self._pool = SandboxPool(self.workers, limits, preload=preload, readable_paths=paths)
             return self._pool
 
     def _run(self, target: str, kwargs: dict[str, Any], timeout: float, files: dict[str, str]) -> JobResult:
@@ -199,7 +197,7 @@ class SandboxExecutor:
 
     def submit_trusted(self, fn: Callable[..., JobResult], kwargs: Mapping[str, Any]) -> Future[JobResult]:
         """Run trusted code (checks driving hosted envs) on one of this executor's threads, in this process."""
-        return self._threads.submit(_guarded_call, fn, dict(kwargs))
+        return self._trusted.submit(_guarded_call, fn, dict(kwargs))
 
     def host_limits(self, timeout: float) -> Any:
         """The limits of an env host: this executor's memory, `timeout` seconds in all."""
@@ -207,12 +205,14 @@ class SandboxExecutor:
 
     def close(self) -> None:
         """Stop the sandbox workers."""
+        self._trusted.shutdown(wait=True)
         self._threads.shutdown(wait=True)
         if self._pool is not None:
             self._pool.close()
 
     def abandon(self) -> None:
         """Cancel queued jobs and return without waiting for running ones (Ctrl-C): their hosts end with us."""
+        self._trusted.shutdown(wait=False, cancel_futures=True)
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 
