@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gymverse_synth.evaluate import (
+from gymverse.evaluate import (
     SCHEMA_VERSION,
     CorrectnessConfig,
     DifficultyConfig,
@@ -17,9 +17,9 @@ from gymverse_synth.evaluate import (
     evaluate_suite,
     load_suite,
 )
-from gymverse_synth.evaluate.cli import main as cli_main
-from gymverse_synth.evaluate.report import render_html, write_report
-from gymverse_synth.evaluate.suites import SuiteError
+from gymverse.evaluate.cli import main as cli_main
+from gymverse.evaluate.report import render_html, write_report
+from gymverse.evaluate.suites import SuiteError
 
 # A code-entry env: type `length` digits; one wrong digit ends the episode. OFFSET breaks the oracle on purpose.
 CODE_ENV = r'''

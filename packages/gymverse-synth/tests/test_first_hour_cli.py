@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from gymverse.cli import main as gymverse_main
+from gymverse.evaluate import load_suite
+from gymverse.evaluate.cli import main as evaluate_main
 from gymverse_synth import synth_cli
-from gymverse_synth.evaluate import load_suite
-from gymverse_synth.evaluate.cli import main as evaluate_main
 from gymverse_synth.llm import OpenAIClient
 
 FAST = ["--levels", "1,4", "--seeds", "3", "--no-diversity", "--executor", "inline", "--workers", "2"]
@@ -90,14 +90,14 @@ def test_an_env_that_never_runs_has_no_difficulty(tmp_path: Path, capsys: pytest
     row = next(ln for ln in text.splitlines() if "file:crash_reset" in ln and "│" in ln)
     assert "hard" not in row and "+0.000" not in row  # not bucketed hard with a flat slope
     assert "none" in row and "no_difficulty" in row
-    from gymverse_synth.evaluate.schema import EvaluationReport
+    from gymverse.evaluate.schema import EvaluationReport
 
     ev = EvaluationReport.load(tmp_path / "out" / "evaluation.json").envs[0]
     assert ev.bucket is None and ev.slope is None and ev.reference_policy is None
 
 
 def test_reasons_name_the_users_file_not_the_sandbox_copy(tmp_path: Path) -> None:
-    from gymverse_synth.evaluate.suites import user_paths
+    from gymverse.evaluate.suites import user_paths
 
     path = _env_file(tmp_path, "mine.py", BAD_ORACLE)
     entry = load_suite(str(path)).entries[0]

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from gymverse_synth.evaluate import difficulty as D
-from gymverse_synth.evaluate.correctness import parse_rubric, verdict
-from gymverse_synth.evaluate.diversity import (
+from gymverse.evaluate import difficulty as D
+from gymverse.evaluate.correctness import parse_rubric, verdict
+from gymverse.evaluate.diversity import (
     ast_ngrams,
     cosine_matrix,
     jaccard_distance,
@@ -19,14 +19,14 @@ from gymverse_synth.evaluate.diversity import (
     profile_similarity,
     vendi_score,
 )
-from gymverse_synth.evaluate.passk import (
+from gymverse.evaluate.passk import (
     least_squares_slope,
     pass_at_k,
     pass_at_k_enumerate,
     pass_at_k_exact,
     spearman,
 )
-from gymverse_synth.evaluate.schema import (
+from gymverse.evaluate.schema import (
     Correctness,
     DiversityResult,
     EnvEvaluation,

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gymverse.evaluate.correctness import CorrectnessConfig, check_hosted
+from gymverse.evaluate.jobs import hosted_env_job, hosted_levels_job
+from gymverse.evaluate.policies import make_policy, run_episodes
+from gymverse.evaluate.suites import build_env
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvHost
-from gymverse_synth.evaluate.correctness import CorrectnessConfig, check_hosted
-from gymverse_synth.evaluate.jobs import hosted_env_job, hosted_levels_job
-from gymverse_synth.evaluate.policies import make_policy, run_episodes
-from gymverse_synth.evaluate.suites import build_env
 
 LIMITS = SandboxLimits(timeout=200, memory_mb=1024)
 CORPUS = Path(__file__).parent / "gem_corpus"
