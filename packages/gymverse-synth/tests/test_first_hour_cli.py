@@ -138,3 +138,22 @@ def test_old_family_and_domain_spellings_still_select_the_same_envs() -> None:
     assert load_suite("tooluse").names() == load_suite("tool-use").names() != []
     assert load_suite("games:Mastermind").names() == ["game:Mastermind"]
     assert synth_cli.domain_seeds("Tool use", 1)[0].payload["env_id"].startswith("tool-use:")
+
+
+def test_evaluate_plays_an_llm_policy_through_synths_registered_client(tmp_path: Path) -> None:
+    import json
+
+    from gymverse_synth.testing.scripted_server import RecordedRequest, ScriptedLLMServer
+
+    def reply(req: RecordedRequest) -> str:
+        return r"\boxed{5}"
+
+    out = tmp_path / "ev"
+    with ScriptedLLMServer(handler=reply) as server:
+        argv = ["evaluate", "game:GuessTheNumber", "--llm", server.base_url, "--model", "scripted", "--policy", "llm"]
+        code = gymverse_main([*argv, *FAST, "--no-correctness", "--out", str(out)])
+        asked = len(server.requests)
+    assert code == 0
+    assert asked > 0  # gymverse-eval built synth's OpenAI client from the entry point and played through it
+    env = json.loads((out / "evaluation.json").read_text())["envs"][0]
+    assert "llm" in env["difficulty"]
