@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from gymverse.curriculum import ComplexityController, CurriculumState, StepwiseHorizon
-from gymverse.pool import EnvPool, EnvSession, configure_shared_pool, shared_pool
+from gymverse.pool import EnvPool, PoolSession, configure_shared_pool, shared_pool
 from gymverse.rollout import (
     Generation,
     InProcessSession,
@@ -54,7 +54,7 @@ def test_sessions_through_run_episode_with_controller_and_horizon_schedule(kind:
         sessions: list[Session]
         if kind == "pool":
             sessions = await pool_sessions(4)
-            assert all(isinstance(s, EnvSession) for s in sessions)
+            assert all(isinstance(s, PoolSession) for s in sessions)
         else:
             sessions = [InProcessSession.make(GUESS) for _ in range(4)]
         steps = []

@@ -1,4 +1,4 @@
-"""Episode-level async sessions: `EnvPool` / `EnvSession`."""
+"""Episode-level async sessions: `EnvPool` / `PoolSession`."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ BAD_INT = {
 
 
 def test_ids_registered_with_domain() -> None:
-    assert set(IDS) <= set(gymverse.list_envs("tooluse"))
+    assert set(IDS) <= set(gymverse.list_envs("tool-use"))
     for env_id in IDS:
         env = gymverse.make(env_id)
         assert env.metadata.domain == "tool-use"

@@ -36,7 +36,7 @@ def test_make_vec_over_remote_envs_gives_the_local_transcript(start_server: Any,
     remote = _transcript(make_vec(remote_id, 3, backend=backend, seed=7, complexity=4, **opts))
     assert remote == local
     assert any(info.get("final_info") for step in local[1:] for info in step[4])  # episodes ended and autoreset
-    assert srv.manager.metrics.sessions_created == 3 and len(srv.manager.sessions) == 0  # closed with the venv
+    assert srv.manager.metrics.sessions_created == 3 and len(srv.manager.leases) == 0  # closed with the venv
 
 
 def test_remote_env_is_env_like_and_behaves_like_the_local_env(start_server: Any) -> None:
@@ -58,7 +58,7 @@ def test_remote_env_is_env_like_and_behaves_like_the_local_env(start_server: Any
         env.solve()
     env.close()
     env.close()
-    assert len(srv.manager.sessions) == 0
+    assert len(srv.manager.leases) == 0
 
 
 def test_bad_remote_ids_are_reported() -> None:
@@ -68,11 +68,8 @@ def test_bad_remote_ids_are_reported() -> None:
 
 
 def test_pool_and_rollout_sessions_over_remote_envs(start_server: Any) -> None:
-    import gymverse.rollout
     from gymverse.client import RemoteSession
-
-    # the rollout session protocol (`Session` once the unified pipeline lands, `EnvSessionLike` before)
-    protocol = getattr(gymverse.rollout, "Session", None) or gymverse.rollout.EnvSessionLike
+    from gymverse.rollout import Session
 
     srv = start_server()
     rid = f"remote+{srv.url}/game:Mastermind"
@@ -87,7 +84,7 @@ def test_pool_and_rollout_sessions_over_remote_envs(start_server: Any) -> None:
             assert [await session.step(a) for a in ACTIONS] == expected
             await session.close()
         rs = RemoteSession.open(srv.url, "game:Mastermind")
-        assert isinstance(rs, protocol)
+        assert isinstance(rs, Session)
         rs.set_complexity(3)
         obs, info = await rs.reset(seed=4)
         assert obs == obs0 and info["complexity"] == 3
@@ -98,7 +95,7 @@ def test_pool_and_rollout_sessions_over_remote_envs(start_server: Any) -> None:
             assert (await again.reset(seed=4))[0] == obs0
 
     asyncio.run(main())
-    assert len(srv.manager.sessions) == 0
+    assert len(srv.manager.leases) == 0
 
 
 def _open_fds() -> int:
@@ -125,7 +122,7 @@ def test_hundreds_of_concurrent_sessions_leave_no_session_or_fd_behind(start_ser
             await asyncio.gather(*(client.close_session(sid) for sid in ids))
 
     asyncio.run(main())
-    assert len(srv.manager.sessions) == 0 and srv.manager.metrics.sessions_closed == n
+    assert len(srv.manager.leases) == 0 and srv.manager.metrics.sessions_closed == n
     deadline = time.monotonic() + 5
     while _open_fds() > baseline and time.monotonic() < deadline:  # the server notices the closed connections
         time.sleep(0.05)

@@ -116,7 +116,7 @@ def test_agentgym_id_clients_work_unchanged(start_server: Any, prefix: str) -> N
     gone = requests.post(f"{srv.url}{prefix}/step", json={"id": client.env_id, "action": "x"}, timeout=10)
     assert gone.status_code == 404 and "error" in gone.json()  # a real status, and the key AgentGym looks for
     other.close()
-    assert len(srv.manager.sessions) == 0
+    assert len(srv.manager.leases) == 0
 
 
 def test_agentgym_webshop_dialect(start_server: Any) -> None:

@@ -190,7 +190,7 @@ def test_a_restarted_client_takes_its_session_back_mid_episode(start_server: Any
         [sys.executable, "-c", RESTART_CLIENT, srv.url, *first], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.splitlines() == expected[:2]
-    assert srv.manager.metrics.sessions_created == 1 and len(srv.manager.sessions) == 1  # left open by the crash
+    assert srv.manager.metrics.sessions_created == 1 and len(srv.manager.leases) == 1  # left open by the crash
     env = RemoteEnv(srv.url, "game:Mastermind", complexity=4, idempotency_key="trainer-7/slot-0")
     assert env.observation() == expected[1]  # the same session, where the dead client left it
     assert env.turn == 2 and not env.done
@@ -199,4 +199,4 @@ def test_a_restarted_client_takes_its_session_back_mid_episode(start_server: Any
     assert attached.turn == 4 and attached.observation() == expected[3]
     env.close()
     attached.close()  # already closed on the server: still fine
-    assert srv.manager.metrics.sessions_created == 1 and len(srv.manager.sessions) == 0
+    assert srv.manager.metrics.sessions_created == 1 and len(srv.manager.leases) == 0

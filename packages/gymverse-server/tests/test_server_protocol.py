@@ -19,7 +19,7 @@ def _open(c: httpx.Client, env_id: str = MASTERMIND, **body: Any) -> str:
 
 
 def test_health_and_env_listing(start_server: Any) -> None:
-    srv = start_server(envs=("games", "vectest:Count"))
+    srv = start_server(envs=("game:*", "vectest:Count"))
     with httpx.Client(base_url=srv.url) as c:
         assert c.get("/health").json() == {"status": "ok", "active_sessions": 0}
         envs = {d["id"]: d for d in c.get("/v1/envs").json()["envs"]}
@@ -180,3 +180,20 @@ def test_body_limit_session_limit_and_shutdown(start_server: Any) -> None:
         assert down.status_code == 503 and down.json()["error"] == "shutting_down"
         health = c.get("/health")
         assert health.status_code == 503 and health.json()["status"] == "shutting_down"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"envs": ("games:Mastermind",)}, r"envs: 'games:Mastermind' is neither .*; did you mean game:Mastermind[,?]"),
+        ({"envs": ("games", "logic")}, r"envs: 'games' is neither a registered id nor a family; did you mean game[,?]"),
+        ({"agentgym": "games:Mastermind"}, r"agentgym: 'games:Mastermind' is not a served env id; did you mean game:"),
+        ({"envs": ("logic",), "agentgym": MASTERMIND}, r"agentgym: 'game:Mastermind' is not a served env id"),
+    ],
+)
+def test_a_config_naming_no_registered_env_fails_before_serving(config: dict[str, Any], message: str) -> None:
+    pytest.importorskip("fastapi")
+    from gymverse.server import ServerConfig, create_app
+
+    with pytest.raises(ValueError, match=message):
+        create_app(ServerConfig(**config))  # earlier releases' ids (games:, tooluse:) are no aliases any more

@@ -73,7 +73,7 @@ def test_agentgym_server_is_an_env_id(serve: Any, dialect: str, prefix: str) -> 
     again = _remote_run(env, 5, _oracle_actions(5))  # a second episode on the same server-side env
     assert again == _local_run(5)
     env.close()
-    assert env.server_id is None and len(srv.manager.sessions) == 0
+    assert env.server_id is None and len(srv.manager.leases) == 0
 
 
 def test_failed_server_step_truncates_with_the_error(serve: Any) -> None:

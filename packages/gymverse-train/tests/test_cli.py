@@ -48,3 +48,8 @@ def test_cli_bad_usage_exits_2(model_dir: Path, tmp_path: Path, capsys: Any) -> 
     assert "no checkpoint" in capsys.readouterr().err
     assert main(["train", "--algo", "grpo", "--group-size", "1", "--out", str(tmp_path / "w")]) == 2
     assert "group-size" in capsys.readouterr().err
+    # the start complexity is --complexity, as for `gymverse play` and make-dataset (it was --level)
+    assert main(["train", "--complexity", "11", "--out", str(tmp_path / "v")]) == 2
+    assert "--complexity: complexity must be an integer in 1..10, got '11'" in capsys.readouterr().err
+    assert main(["train", "--level", "3", "--out", str(tmp_path / "u")]) == 2
+    assert "unrecognized arguments: --level" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 from gymverse.core import SUCCESS_REWARD
 from gymverse.testing import vectest as vt
 from gymverse.vector import EnvPool, make_vec
-from gymverse.vector.hosted import HostedVecEnv
+from gymverse.vector.out_of_process import OutOfProcessVecEnv
 
 count = functools.partial(vt.Count)
 BACKENDS = [("sync", {}), ("async", {}), ("process", {"num_workers": 1}), ("ray", {"num_workers": 1})]
@@ -61,7 +61,7 @@ def test_env_that_cannot_reset_is_quarantined_not_retried_forever(backend: str, 
         start = time.monotonic()
         results = [venv.step([r"\boxed{1}", r"\boxed{1}"]) for _ in range(8)]
         elapsed = time.monotonic() - start
-        assert isinstance(venv, HostedVecEnv)
+        assert isinstance(venv, OutOfProcessVecEnv)
         restarts = venv.restarts
         quarantined = dict(venv.quarantined)
     assert 0 in quarantined and 1 not in quarantined
@@ -74,7 +74,7 @@ def test_env_that_cannot_reset_is_quarantined_not_retried_forever(backend: str, 
         venv.reset(seed=[3, 4])
         for _ in range(8):
             venv.step([r"\boxed{1}", r"\boxed{1}"])
-        assert isinstance(venv, HostedVecEnv) and 0 in venv.quarantined
+        assert isinstance(venv, OutOfProcessVecEnv) and 0 in venv.quarantined
         _obs, infos = venv.reset(seed=[3, 4])  # an explicit reset gives it another chance, with its good seed
         assert 0 not in venv.quarantined and "error" not in infos[0]
 

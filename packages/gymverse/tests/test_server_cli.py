@@ -49,7 +49,7 @@ def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
         "--import",
         "gymverse.testing.vectest",
         "--envs",
-        "games,vectest:Count",
+        "game,vectest:Count",
         "--token",
         "t0ken",
         "--log-level",
@@ -80,6 +80,11 @@ def test_serve_runs_until_sigterm_and_closes_its_sessions() -> None:
     ("args", "message"),
     [
         (["--envs", "nope:X"], "'nope:X' is neither a registered id nor a family"),
+        (["--envs", "games"], "--envs: 'games' is neither a registered id nor a family; did you mean game"),
+        (
+            ["--envs", "games:Mastermind"],
+            "'games:Mastermind' is neither a registered id nor a family; did you mean game:Mastermind",
+        ),
         (["--import", "no_such_module_xyz"], "--import no_such_module_xyz: ModuleNotFoundError"),
         (["--agentgym", "game:Nope"], "--agentgym: 'game:Nope' is not a served env id"),
         (["--step-timeout", "0"], "expected positive seconds, got '0'"),

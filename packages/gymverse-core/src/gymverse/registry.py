@@ -15,7 +15,7 @@ import importlib
 import importlib.metadata
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,19 +27,18 @@ ENTRY_POINT_GROUP = "gymverse.envs"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+:[A-Za-z0-9_.\-]+$")
 
 EnvFactory = Callable[..., EnvLike]
-#: Family ids of earlier releases, still accepted: a family id is its domain's id (``game``, ``tool-use``).
-FAMILY_ALIASES = {"games": "game", "tooluse": "tool-use", "tool_use": "tool-use"}
 
 
-def canonical_family(family: str) -> str:
-    """The family id `family` stands for (old spellings such as ``games`` map to ``game``)."""
-    return FAMILY_ALIASES.get(family, family)
+def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """Up to `n` of `candidates` spelled most like `name` (case ignored), best first: for did-you-mean errors."""
+    lowered = {c.lower(): c for c in candidates}
+    return [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.5)]
 
 
-def canonical_id(env_id: str) -> str:
-    """`env_id` with its family spelled the current way (``games:Mastermind`` -> ``game:Mastermind``)."""
-    family, sep, name = env_id.partition(":")
-    return f"{canonical_family(family)}{sep}{name}" if sep else env_id
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean a, b?"`` naming the candidates closest to `name`, or ``""`` when none is close."""
+    close = close_names(name, candidates)
+    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 class RegistryError(LookupError):
@@ -172,14 +171,10 @@ def spec(env_id: str) -> EnvSpec:
         return EnvSpec(env_id, "gymverse.loader:build_from_ref", {"ref": env_id})
     _load_plugins()
     with _LOCK:
-        for key in (env_id, canonical_id(env_id)):
-            if key in _REGISTRY:
-                return _REGISTRY[key]
+        if env_id in _REGISTRY:
+            return _REGISTRY[env_id]
         known = list(_REGISTRY)
-    lowered = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(env_id.lower(), list(lowered), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
-    raise RegistryError(f"unknown env id {env_id!r}{hint} (see `gymverse list`)")
+    raise RegistryError(f"unknown env id {env_id!r}{did_you_mean(env_id, known)} (see `gymverse list`)")
 
 
 def make(env_id: str, **kwargs: Any) -> EnvLike:
@@ -212,7 +207,7 @@ def list_envs(family: str | None = None) -> list[str]:
     with _LOCK:
         ids = sorted(_REGISTRY)
     if family is not None:
-        ids = [i for i in ids if i.split(":", 1)[0] in (family, canonical_family(family))]
+        ids = [i for i in ids if i.split(":", 1)[0] == family]
     return ids
 
 
@@ -228,7 +223,7 @@ def builtin_ids() -> list[str]:
 
 
 def check_env_ids(env_ids: Sequence[str]) -> None:
-    """Raise ValueError unless `env_ids` is non-empty, registered (old family spellings too) and without repeats."""
+    """Raise ValueError unless `env_ids` is non-empty, registered and without repeats (unknown ids get close ones)."""
     if not env_ids:
         raise ValueError("give at least one env id")
     from gymverse.manifest import allowed_file, is_file_ref
@@ -237,14 +232,15 @@ def check_env_ids(env_ids: Sequence[str]) -> None:
     missing = [
         e
         for e in env_ids
-        if canonical_id(e) not in known
+        if e not in known
         and not e.startswith(REMOTE_PREFIX)
         and _scheme_resolver(e) is None
         and not (is_file_ref(e) and allowed_file(e))
     ]
     if missing:
-        raise ValueError(f"unknown env id(s) {list(missing)}; available: {sorted(known)}")
-    if len({canonical_id(e) for e in env_ids}) != len(env_ids):
+        hints = "".join(f"; {e!r}: did you mean {', '.join(c)}?" for e in missing if (c := close_names(e, known)))
+        raise ValueError(f"unknown env id(s) {missing}{hints} (see `gymverse list`)")
+    if len(set(env_ids)) != len(env_ids):
         raise ValueError(f"env ids repeat in {list(env_ids)}")
 
 

@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--prompts", type=positive_int_arg, default=4, help="env instances per env per step (default 4)")
     p.add_argument("--group-size", type=positive_int_arg, default=4, help="episodes per instance (default 4)")
-    p.add_argument("--level", type=complexity_arg, default=1, help="initial complexity (default 1)")
+    p.add_argument("--complexity", type=complexity_arg, default=1, help="initial complexity level 1..10 (default 1)")
     p.add_argument("--max-turns", type=positive_int_arg, default=None, help="turn cap per episode")
     p.add_argument("--horizon-rounds", type=_int_list, default=None, help="stepwise turn caps, e.g. 2,4,8")
     p.add_argument("--horizon-every", type=positive_int_arg, default=10, help="steps per horizon round")
@@ -88,7 +88,7 @@ def _config(args: argparse.Namespace) -> Any:
         seed=args.seed,
         prompts_per_env=args.prompts,
         group_size=args.group_size,
-        level=args.level,
+        level=args.complexity,
         max_turns=args.max_turns,
         horizon_rounds=args.horizon_rounds,
         horizon_every=args.horizon_every,

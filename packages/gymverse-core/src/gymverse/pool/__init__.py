@@ -1,6 +1,6 @@
 """The env session pool every rollout uses, and the one fault-containment implementation behind it.
 
-`EnvPool` runs episode sessions (`EnvSession`) on a bounded thread pool with step timeouts: a raising or hung env
+`EnvPool` runs episode sessions (`PoolSession`) on a bounded thread pool with step timeouts: a raising or hung env
 ends its episode ``truncated`` with ``info["error"]`` instead of raising (`gymverse.pool.faults`). `EnvSlot`
 (`gymverse.pool.slot`) is the per-env semantics (building, seeding, autoreset, containment) that the pool and
 every lockstep backend of gymverse-vector (`make_vec`) share.
@@ -11,7 +11,7 @@ from gymverse.pool.envpool import (
     DEFAULT_RESET_TIMEOUT,
     DEFAULT_STEP_TIMEOUT,
     EnvPool,
-    EnvSession,
+    PoolSession,
     configure_shared_pool,
     pool_size_for,
     shared_pool,
@@ -25,8 +25,8 @@ __all__ = [
     "DEFAULT_STEP_TIMEOUT",
     "EnvPool",
     "EnvRecipe",
-    "EnvSession",
     "EnvSlot",
+    "PoolSession",
     "StepTimeout",
     "VectorError",
     "WorkerCrashed",

@@ -67,7 +67,7 @@ class _Limiter:
             fut.set_result(None)
 
 
-class EnvSession:
+class PoolSession:
     """One env for one rollout coroutine: ``set_complexity(level)``, ``await reset()``, ``await step(text)``,
     ``await close()`` (the `gymverse.rollout.Session` protocol)."""
 
@@ -166,7 +166,7 @@ class EnvSession:
         self._slot.close()
         self._pool._release()
 
-    async def __aenter__(self) -> EnvSession:
+    async def __aenter__(self) -> PoolSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -181,7 +181,7 @@ DEFAULT_RESET_TIMEOUT = 60.0
 
 
 class EnvPool:
-    """Hands out `EnvSession`s, at most `max_concurrency` open at once (further `session()` calls wait).
+    """Hands out `PoolSession`s, at most `max_concurrency` open at once (further `session()` calls wait).
 
     Step and reset timeouts are on by default (`DEFAULT_STEP_TIMEOUT`, `DEFAULT_RESET_TIMEOUT`); None disables one.
     Every `spot_check_every`-th episode of an env id (the first included) also plays known-bad answers on a shadow
@@ -230,7 +230,7 @@ class EnvPool:
 
     async def session(
         self, env_id: str, seed: int | None = None, complexity: int | None = None, **env_kwargs: Any
-    ) -> EnvSession:
+    ) -> PoolSession:
         """Open a session on `env_id` (waits while `max_concurrency` sessions are open)."""
         if self.closed:
             raise VectorError("EnvPool is closed")
@@ -242,7 +242,7 @@ class EnvPool:
         slot = EnvSlot(recipe, base_seeds(seed, 1)[0], "disabled")
         if level is not None:
             slot.set_complexity(level)
-        return EnvSession(self, slot)
+        return PoolSession(self, slot)
 
     def _release(self) -> None:
         with self._count_lock:

@@ -1,6 +1,6 @@
 """The one episode pipeline: sessions, renderers, `run_episode` and its batched form `RolloutCollector`.
 
-Session (EnvSession from the shared pool | InProcessSession)
+Session (PoolSession from the shared pool | InProcessSession)
     -> run_episode(session, generate, renderer=..., horizon=...)  -> Trajectory (+ EpisodeTokens)
     -> EpisodeRecord.of(traj) through the framework's side channel  (gymverse.rollout.batch)
     -> CurriculumState.record / end_step                            (gymverse.curriculum)

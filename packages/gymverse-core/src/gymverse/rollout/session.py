@@ -7,9 +7,11 @@ A session is one env slot with an async episode API, the same shape everywhere:
 * ``await step(text)`` -> ``(observation, reward, terminated, truncated, info)``.
 * ``await close()``: free the slot (idempotent); sessions are async context managers too.
 
-`gymverse.pool.EnvSession` (pool sessions: thread pool, step timeouts, fault isolation) and `InProcessSession`
-(a local `Env`, e.g. for evaluation) both implement it. Adapters open pool sessions with `open_session`, which
-uses the process-wide pool (`gymverse.pool.shared_pool`, limits set once with `configure_shared_pool`).
+`gymverse.pool.PoolSession` (pool sessions: thread pool, step timeouts, fault isolation), `InProcessSession`
+(a local `Env`, e.g. for evaluation) and `gymverse.client.RemoteSession` (an env served over HTTP) implement it;
+the server's `ClientLease` is not a session but holds one per client. Adapters open pool sessions with
+`open_session`, which uses the process-wide pool (`gymverse.pool.shared_pool`, limits set once with
+`configure_shared_pool`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from gymverse.protocol import EnvLike
 
 if TYPE_CHECKING:
-    from gymverse.pool import EnvSession
+    from gymverse.pool import PoolSession
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +144,7 @@ class FailedSession:
 
 async def open_session(
     env_id: str, *, seed: int | None = None, complexity: int | None = None, **env_kwargs: Any
-) -> EnvSession | FailedSession:
+) -> PoolSession | FailedSession:
     """A session on `env_id` from the process-wide pool; an env that cannot be built gives a `FailedSession`.
 
     Waits while the pool's ``max_concurrency`` sessions are open. Close it (``async with``) to free the slot.

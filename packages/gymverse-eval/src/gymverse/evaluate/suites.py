@@ -363,14 +363,15 @@ def _one(spec: str, opts: FileOptions, skipped: list[str]) -> tuple[str, list[En
     if path.suffix == ".py" or "/" in spec:
         raise SuiteError(f"{spec}: no such file or directory")
     families = sorted({i.split(":", 1)[0] for i in registry.list_envs()})
-    if registry.canonical_family(spec) in families:  # old family spellings (games, tooluse) still work
-        return registry.canonical_family(spec), builtin_entries(registry.canonical_family(spec))
-    env_id = registry.canonical_id(spec)
-    if env_id in registry.list_envs():
-        return env_id, [e for e in builtin_entries(env_id.split(":", 1)[0]) if e.name == env_id]
+    if spec in families:
+        return spec, builtin_entries(spec)
+    known = registry.list_envs()
+    if spec in known:
+        return spec, [e for e in builtin_entries(spec.split(":", 1)[0]) if e.name == spec]
+    hint = registry.did_you_mean(spec, known if ":" in spec else families)
     raise SuiteError(
-        f"unknown suite {spec!r}: expected 'builtin', a family ({', '.join(families)}), a registered id, "
-        "an artifact directory, or a .py env file / directory of them"
+        f"unknown suite {spec!r}{hint} (expected 'builtin', a family ({', '.join(families)}), a registered id, "
+        "an artifact directory, or a .py env file / directory of them)"
     )
 
 

@@ -129,7 +129,7 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Session:
+class _HostConnection:
     """One env host process: the pipes to it, its supervisor thread, and the request/answer discipline."""
 
     def __init__(self, key: tuple[Any, ...]) -> None:
@@ -305,7 +305,7 @@ _warm = threading.local()
 
 def release_spare() -> None:
     """Stop this thread's warm spare host, if any."""
-    spare: _Session | None = getattr(_warm, "spare", None)
+    spare: _HostConnection | None = getattr(_warm, "spare", None)
     _warm.spare = None
     if spare is not None:
         spare.close()
@@ -314,7 +314,7 @@ def release_spare() -> None:
 class _StateHandle:
     """A snapshot that stays in the env host (its `get_state` may hold anything); copies share it."""
 
-    def __init__(self, session: _Session, handle: int) -> None:
+    def __init__(self, session: _HostConnection, handle: int) -> None:
         self.session, self.handle = session, handle
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _StateHandle:
@@ -339,7 +339,7 @@ class Played:
         return self.error is not None and self.error.remote_type == "CallTimeout"
 
 
-def _played(value: Any, what: str, session: _Session) -> Played:
+def _played(value: Any, what: str, session: _HostConnection) -> Played:
     if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
         raise EnvHostError(f"the env host answered {what} in the wrong form")
     steps: list[tuple[Any, Any]] = []
@@ -369,7 +369,7 @@ class HostedEnv:
     param_variance: ClassVar[Mapping[str, float]] = {}
     class_error: ClassVar[list[Any] | None] = None
 
-    def __init__(self, host: EnvHost, session: _Session, answer: dict[str, Any]) -> None:
+    def __init__(self, host: EnvHost, session: _HostConnection, answer: dict[str, Any]) -> None:
         self._host, self._session, self._eid = host, session, int(answer["env"])
         self._closed = False
         self._desc = answer
@@ -684,7 +684,7 @@ class EnvHost:
         self.starts = 0
         #: How the last host process ended (set when it is closed or replaced).
         self.result: SandboxResult | None = None
-        self._session: _Session | None = None
+        self._session: _HostConnection | None = None
         self._last_death: str | None = None
         self._classes: dict[str, type[HostedEnv]] = {}
         self._audit: list[tuple[str, str]] = []
@@ -698,18 +698,18 @@ class EnvHost:
     def _key(self) -> tuple[Any, ...]:
         return (self.limits, tuple(self.readable_paths), self.backend)
 
-    def _start(self) -> _Session:
+    def _start(self) -> _HostConnection:
         key = self._key()
-        spare: _Session | None = getattr(_warm, "spare", None)
+        spare: _HostConnection | None = getattr(_warm, "spare", None)
         _warm.spare = None
         # a spare's wall-clock budget runs from its start: one that idled away a quarter of it is not taken
         stale = spare is not None and time.monotonic() - spare.job.start > 0.25 * self.limits.timeout
         if spare is not None and (spare.key != key or spare.dead is not None or not spare.thread.is_alive() or stale):
             spare.close()
             spare = None
-        session = spare or _Session(key)
+        session = spare or _HostConnection(key)
         if self.prestart:
-            _warm.spare = _Session(key)  # starts now, in parallel with this env's whole session
+            _warm.spare = _HostConnection(key)  # starts now, in parallel with this env's whole session
         try:
             what = "starting the env host"
             session.call("init", 0, [self.factory, list(self.args), dict(self.files)], what, self.call_timeout)
@@ -720,7 +720,7 @@ class EnvHost:
             raise
         return session
 
-    def _live(self) -> _Session:
+    def _live(self) -> _HostConnection:
         if self._session is not None and self._session.dead is None:
             return self._session
         if self._session is not None:
@@ -747,7 +747,7 @@ class EnvHost:
 
     __call__ = make
 
-    def proxy(self, session: _Session, answer: dict[str, Any]) -> HostedEnv:
+    def proxy(self, session: _HostConnection, answer: dict[str, Any]) -> HostedEnv:
         """The proxy for the env an answer describes (one proxy class per remote class)."""
         return self._class(answer.get("class") or {})(self, session, answer)
 

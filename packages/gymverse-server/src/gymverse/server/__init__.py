@@ -6,8 +6,8 @@ See `gymverse.server.app` for the protocol.
 """
 
 from gymverse.server.config import ApiError, ServerConfig
+from gymverse.server.leases import ClientLease, LeaseManager
 from gymverse.server.runner import BackgroundServer, EnvServer, serve
-from gymverse.server.sessions import Session, SessionManager
 
 
 def create_app(config: ServerConfig | None = None) -> object:
@@ -20,10 +20,10 @@ def create_app(config: ServerConfig | None = None) -> object:
 __all__ = [
     "ApiError",
     "BackgroundServer",
+    "ClientLease",
     "EnvServer",
+    "LeaseManager",
     "ServerConfig",
-    "Session",
-    "SessionManager",
     "create_app",
     "serve",
 ]

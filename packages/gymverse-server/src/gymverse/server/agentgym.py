@@ -20,8 +20,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 from gymverse.server.config import ApiError
+from gymverse.server.leases import ClientLease, LeaseManager
 from gymverse.server.protocol import dumps, parse_object
-from gymverse.server.sessions import Session, SessionManager
 
 ID_FIELDS = ("id", "env_idx")
 INDEX_FIELDS = ("data_idx", "game", "idx", "seed", "session_id")
@@ -40,7 +40,7 @@ def _int_field(data: dict[str, Any], names: tuple[str, ...], *, required: bool) 
     return None
 
 
-def add_agentgym_routes(app: Any, mgr: SessionManager) -> None:
+def add_agentgym_routes(app: Any, mgr: LeaseManager) -> None:
     """Mount the AgentGym routes on `app`: at the root for ``config.agentgym``, and under ``/agentgym/{env_id}``."""
 
     webshop = mgr.config.agentgym_dialect == "env_idx"
@@ -53,7 +53,7 @@ def add_agentgym_routes(app: Any, mgr: SessionManager) -> None:
             raise ApiError(404, "unknown_env", "no AgentGym env is served at the root (start with --agentgym ENV_ID)")
         return mgr.config.agentgym
 
-    def lookup(env_id: str, agentgym_id: int | None) -> Session:
+    def lookup(env_id: str, agentgym_id: int | None) -> ClientLease:
         assert agentgym_id is not None
         session = mgr.get_agentgym(agentgym_id)
         if session.env_id != env_id:
@@ -69,7 +69,7 @@ def add_agentgym_routes(app: Any, mgr: SessionManager) -> None:
                 return int(text)
         raise ApiError(400, "bad_request", "missing query parameter 'id' (or 'env_idx')")
 
-    def step_payload(session: Session, res: dict[str, Any]) -> dict[str, Any]:
+    def step_payload(session: ClientLease, res: dict[str, Any]) -> dict[str, Any]:
         done = res["terminated"] or res["truncated"]
         if webshop:
             out = {"state": res["observation"], "reward": res["reward"], "done": done, "info": res["info"]}

@@ -35,6 +35,7 @@ from gymverse.pycompat import timeout as deadline
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.episode_routes import EpisodeRoutes
 from gymverse.server.index import add_index_routes
+from gymverse.server.leases import LeaseManager
 from gymverse.server.protocol import (
     BODY_KEY,
     ASGIApp,
@@ -50,7 +51,6 @@ from gymverse.server.protocol import (
     req_str,
     send_json,
 )
-from gymverse.server.sessions import SessionManager
 
 OPEN_PATHS = frozenset({"/health"})
 
@@ -96,7 +96,7 @@ class Guard:
     token, JSON content type for bodies (so a web page cannot post to a local server without a CORS preflight),
     request-size limit; then the body is read once, capped in size and time (`read_body`), for every route."""
 
-    def __init__(self, app: ASGIApp, manager: SessionManager) -> None:
+    def __init__(self, app: ASGIApp, manager: LeaseManager) -> None:
         self.app = app
         self.manager = manager
         token = manager.config.token
@@ -164,11 +164,11 @@ class Guard:
         return None
 
 
-def create_app(config: ServerConfig | None = None, manager: SessionManager | None = None) -> Any:
-    """The ASGI app (FastAPI wrapped in `Guard`); its `SessionManager` is ``app.state.manager`` of the inner app."""
+def create_app(config: ServerConfig | None = None, manager: LeaseManager | None = None) -> Any:
+    """The ASGI app (FastAPI wrapped in `Guard`); its `LeaseManager` is ``app.state.manager`` of the inner app."""
 
     config = config or ServerConfig()
-    mgr = manager or SessionManager(config)
+    mgr = manager or LeaseManager(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
@@ -179,7 +179,7 @@ def create_app(config: ServerConfig | None = None, manager: SessionManager | Non
             gc.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await gc
-            open_sessions = len(mgr.sessions)
+            open_sessions = len(mgr.leases)
             await mgr.shutdown()
             logging.getLogger("uvicorn.error").info("gymverse serve: closed %d open session(s)", open_sessions)
 
@@ -210,12 +210,12 @@ def create_app(config: ServerConfig | None = None, manager: SessionManager | Non
     @app.get("/health")
     async def health() -> Response:
         if mgr.draining:
-            return ok({"status": "shutting_down", "active_sessions": len(mgr.sessions)}, 503)
-        return ok({"status": "ok", "active_sessions": len(mgr.sessions)})
+            return ok({"status": "shutting_down", "active_sessions": len(mgr.leases)}, 503)
+        return ok({"status": "ok", "active_sessions": len(mgr.leases)})
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return ok(mgr.metrics.snapshot(len(mgr.sessions)))
+        return ok(mgr.metrics.snapshot(len(mgr.leases)))
 
     @app.get("/v1/envs")
     async def list_envs() -> Response:

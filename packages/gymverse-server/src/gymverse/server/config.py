@@ -76,14 +76,35 @@ class ServerConfig:
 
     def serves(self, env_id: str) -> bool:
         """Whether sessions may be opened on `env_id`."""
-        from gymverse.registry import canonical_family, canonical_id, is_proxy_id
+        from gymverse.registry import is_proxy_id
 
         if is_proxy_id(env_id):
             return self.envs is not None and env_id in self.envs
         if self.envs is None:
             return True
-        env_id = canonical_id(env_id)  # old spellings (games:X, tooluse:X) on either side still match
         family = env_id.split(":", 1)[0]
-        allowed = {canonical_id(e) if ":" in e and not e.endswith(":*") else canonical_family(e.removesuffix(":*"))
-                   for e in self.envs}  # fmt: skip
-        return env_id in allowed or family in allowed
+        return env_id in self.envs or family in self.envs or f"{family}:*" in self.envs
+
+    def check_registry(self) -> None:
+        """Raise ValueError naming each `envs` entry (or `agentgym`) that is no registered id or family."""
+        from gymverse import registry
+
+        if self.envs is None and self.agentgym is None:
+            return  # nothing named: serving every env needs no registry lookup (nor every plugin loaded) yet
+        known = registry.list_envs()
+        families = sorted({k.split(":", 1)[0] for k in known})
+        problems = []
+        for entry in self.envs or ():
+            if registry.is_proxy_id(entry):
+                try:
+                    registry.spec(entry)
+                except registry.RegistryError as err:
+                    problems.append(str(err))
+            elif entry not in known and entry.removesuffix(":*") not in families:
+                hint = registry.did_you_mean(entry, known if ":" in entry.removesuffix(":*") else families)
+                problems.append(f"{entry!r} is neither a registered id nor a family{hint}")
+        if problems:
+            raise ValueError(f"envs: {'; '.join(problems)} (see `gymverse list`)")
+        if self.agentgym is not None and (self.agentgym not in known or not self.serves(self.agentgym)):
+            hint = registry.did_you_mean(self.agentgym, known)
+            raise ValueError(f"agentgym: {self.agentgym!r} is not a served env id{hint}")

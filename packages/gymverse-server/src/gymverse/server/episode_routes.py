@@ -9,20 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from gymverse.server.config import ApiError
+from gymverse.server.leases import LeaseManager
 from gymverse.server.protocol import BODY_KEY, complexity_field, dumps, opt_int, parse_object, req_str, send_json
-from gymverse.server.sessions import SessionManager
 
 _PREFIX = "/v1/sessions/"
 
 
-async def reset(mgr: SessionManager, session_id: str, raw: bytes) -> dict[str, Any]:
+async def reset(mgr: LeaseManager, session_id: str, raw: bytes) -> dict[str, Any]:
     """``POST /v1/sessions/{id}/reset {seed?, complexity?, seq?}``."""
     data = parse_object(raw, required=False)
     session = mgr.get(session_id)
     return await mgr.reset(session, opt_int(data, "seed"), complexity_field(data), opt_int(data, "seq"))
 
 
-async def step(mgr: SessionManager, session_id: str, raw: bytes) -> dict[str, Any]:
+async def step(mgr: LeaseManager, session_id: str, raw: bytes) -> dict[str, Any]:
     """``POST /v1/sessions/{id}/step {action, seq?}``."""
     data = parse_object(raw)
     session = mgr.get(session_id)
@@ -31,7 +31,7 @@ async def step(mgr: SessionManager, session_id: str, raw: bytes) -> dict[str, An
     return await mgr.step(session, mgr.check_action(data["action"]), opt_int(data, "seq"))
 
 
-async def batch(mgr: SessionManager, raw: bytes) -> dict[str, Any]:
+async def batch(mgr: LeaseManager, raw: bytes) -> dict[str, Any]:
     """``POST /v1/batch {calls: [{op: "step"|"reset", session_id, ...}]}``."""
     data = parse_object(raw)
     calls = data.get("calls")
@@ -58,7 +58,7 @@ async def batch(mgr: SessionManager, raw: bytes) -> dict[str, Any]:
 class EpisodeRoutes:
     """ASGI layer: serves the episode calls itself and passes every other request to `app`."""
 
-    def __init__(self, app: Any, manager: SessionManager) -> None:
+    def __init__(self, app: Any, manager: LeaseManager) -> None:
         self.app = app
         self.manager = manager
 

@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from gymverse.server.config import ApiError
+from gymverse.server.leases import LeaseManager
 from gymverse.server.protocol import dumps
-from gymverse.server.sessions import SessionManager
 
 #: The routes as a client sees them, in the order a session uses them.
 ROUTES = (
@@ -33,7 +33,7 @@ def _base(request: Request) -> str:
     return f"{request.url.scheme}://{host}"
 
 
-def index_payload(mgr: SessionManager, base: str) -> dict[str, Any]:
+def index_payload(mgr: LeaseManager, base: str) -> dict[str, Any]:
     """The root document: served env ids, routes and the id a client builds for each env."""
     return {
         "service": "gymverse serve",
@@ -59,7 +59,7 @@ def index_html(payload: dict[str, Any]) -> str:
     )
 
 
-def add_index_routes(app: Any, mgr: SessionManager) -> None:
+def add_index_routes(app: Any, mgr: LeaseManager) -> None:
     """``GET /`` and ``GET /{env_id}`` (registered last, so every other route wins: with ``--agentgym``, ``GET /``
     is AgentGym's greeting)."""
 

@@ -135,7 +135,7 @@ class BackgroundServer:
 
 
 class EnvServer(BackgroundServer):
-    """The environment server (`create_app`) in a background thread; ``manager`` is its `SessionManager`."""
+    """The environment server (`create_app`) in a background thread; ``manager`` is its `LeaseManager`."""
 
     def __init__(self, config: ServerConfig | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
         from gymverse.server.app import create_app

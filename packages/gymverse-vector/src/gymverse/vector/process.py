@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gymverse.pool.faults import InjectedFault, StepTimeout, VectorError, WorkerCrashed
 from gymverse.pool.slot import EnvRecipe, EnvSlot
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
-from gymverse.vector.hosted import HostedVecEnv, Undecodable
+from gymverse.vector.out_of_process import OutOfProcessVecEnv, Undecodable
 from gymverse.vector.worker import worker_main
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
@@ -45,7 +45,7 @@ class _Worker:
     indices: list[int]
 
 
-class ProcessVecEnv(HostedVecEnv):
+class ProcessVecEnv(OutOfProcessVecEnv):
     """Envs in `num_workers` processes (default: one per CPU core, at most one per env)."""
 
     backend = "process"

@@ -6,7 +6,7 @@ actor has at most one call in flight, so when it dies or stops answering, that c
 faulty env's episode ends truncated with ``info["error"]``; the actor is killed and replaced, and its other envs
 are rebuilt by replay from the parent's ledger. Actors work in parallel; each serves its envs one call at a time.
 
-Faults are booked as on the process backend (`HostedVecEnv`): an env whose resets kill or hang its actor
+Faults are booked as on the process backend (`OutOfProcessVecEnv`): an env whose resets kill or hang its actor
 `MAX_RESET_FAILURES` times in a row is quarantined. A result that the actor serialized but the parent cannot
 deserialize makes Ray raise `RaySystemError` for that one call; since each call carries one env's result, only
 that env's episode ends (truncated, ``info["error"]``) and its env is dropped in the actor, as a process worker's
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gymverse.pool.faults import WORKER_ENV_FLAG, InjectedFault, StepTimeout, WorkerCrashed
 from gymverse.pool.slot import AutoresetMode, EnvRecipe, EnvSlot, EnvStep, SlotMeta
 from gymverse.vector.base import VecOptions, VecStepResult, collect_resets
-from gymverse.vector.hosted import HostedVecEnv, Undecodable
+from gymverse.vector.out_of_process import OutOfProcessVecEnv, Undecodable
 from gymverse.vector.worker import ResetItem, RestoreItem, WorkerCore
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; only mypy reads it (annotations are strings here)
@@ -79,7 +79,7 @@ def _ray() -> Any:
     return ray
 
 
-class RayVecEnv(HostedVecEnv):
+class RayVecEnv(OutOfProcessVecEnv):
     """Envs in `num_workers` Ray actors (default: the cluster's CPU count, at most one per env)."""
 
     backend = "ray"

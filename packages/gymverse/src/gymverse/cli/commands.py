@@ -47,7 +47,8 @@ def cmd_list(family: str | None, out: Console) -> int:
     ids = registry.list_envs(family)
     if family is not None and not ids:
         families = sorted({i.split(":", 1)[0] for i in registry.list_envs()})
-        raise UsageError(f"unknown family {family!r}; known families: {', '.join(families)}")
+        hint = registry.did_you_mean(family, families)
+        raise UsageError(f"unknown family {family!r}{hint} (known families: {', '.join(families)})")
     table = Table(title=f"GymVerse environments ({len(ids)})", show_lines=False)
     for col in ("id", "domain", "description", "max_turns", "complexity params (level 1→10)"):
         table.add_column(col, overflow="fold")

@@ -84,17 +84,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except Exception as err:
             raise UsageError(f"--import {module}: {type(err).__name__}: {err}") from None
     envs = tuple(e.strip() for e in args.envs.split(",") if e.strip()) if args.envs else None
-    known = registry.list_envs()
-    for entry in envs or ():
-        if registry.is_proxy_id(entry):
-            try:
-                registry.spec(entry)
-            except registry.RegistryError as err:
-                raise UsageError(f"--envs: {err}") from None
-            continue
-        family = registry.canonical_family(entry.removesuffix(":*"))  # old spellings (games, tooluse) still work
-        if registry.canonical_id(entry) not in known and not any(k.split(":", 1)[0] == family for k in known):
-            raise UsageError(f"--envs: {entry!r} is neither a registered id nor a family (see `gymverse list`)")
     # Taken out of the environment: a served remote+ env would otherwise send it to the server it proxies.
     env_token = os.environ.pop("GYMVERSE_TOKEN", None)
     token = args.token if args.token is not None else env_token or None
@@ -112,10 +101,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     except ValueError as err:
         raise UsageError(str(err)) from None
-    if args.agentgym is not None:
-        args.agentgym = registry.canonical_id(args.agentgym)
-    if args.agentgym is not None and (args.agentgym not in known or not config.serves(args.agentgym)):
-        raise UsageError(f"--agentgym: {args.agentgym!r} is not a served env id")
+    try:
+        config.check_registry()
+    except ValueError as err:  # its message starts with the field, "envs: ..." or "agentgym: ...": the flag's name
+        raise UsageError(f"--{err}") from None
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
     if token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -131,7 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except PortInUse as err:
         print(f"gymverse serve: {err.strerror}; pick another --port (0 picks a free one)", file=sys.stderr)
         return 1
-    served = sum(config.serves(e) for e in known)
+    served = sum(config.serves(e) for e in registry.list_envs())
     auth = "bearer token required" if token else "no token"
     where = f"http://{args.host}:{sock.getsockname()[1]}"
     print(

@@ -1,4 +1,9 @@
-"""Server-side sessions: each one an `EnvPool` session (fault isolation, step timeouts) behind a per-session lock.
+"""Client leases: what the server holds for each HTTP session (``/v1/sessions/{id}``) a client opened.
+
+A `ClientLease` is not a `gymverse.rollout.Session` (the episode handle a loop drives): it holds one, a pool
+`PoolSession` (fault isolation, step timeouts), behind a per-lease lock, plus what the server answers from: the
+episode counters, the client's call count ``seq`` with the last answer to replay, the idle clock that expires it.
+`LeaseManager` opens, steps, expires and closes them.
 
 Every mutating call may carry ``seq``, the client's count of the calls it made on the session. A retried call
 (same ``seq`` as the last one) gets the cached answer instead of running twice, so a client may retry a step after
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymverse import registry
-from gymverse.pool import EnvPool, EnvSession, VectorError
+from gymverse.pool import EnvPool, PoolSession, VectorError
 from gymverse.server.config import ApiError, ServerConfig
 from gymverse.server.metrics import Metrics
 
@@ -28,13 +33,13 @@ _GONE_MEMORY = 10_000
 
 
 @dataclass(eq=False)
-class Session:
-    """One open session and what the server remembers about its episode."""
+class ClientLease:
+    """One client's open HTTP session: its pool session and what the server remembers about its episode."""
 
     id: str
     env_id: str
     kwargs: dict[str, Any]
-    handle: EnvSession
+    handle: PoolSession
     key: str | None = None
     agentgym_id: int | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -91,13 +96,14 @@ def describe_env(env_id: str) -> dict[str, Any]:
 PROXY_ARGS = frozenset({"url", "env_id", "token", "timeout", "retries", "idempotency_key", "session_id"})
 
 
-class SessionManager:
-    """Opens, steps, collects and closes sessions; enforces the session limit and the action size limit."""
+class LeaseManager:
+    """Opens, steps, collects idle and closes client leases; enforces the session limit and the action size limit."""
 
     def __init__(self, config: ServerConfig) -> None:
+        config.check_registry()  # an entry naming nothing (a typo, an old spelling) fails here, not per request
         self.config = config
         self.pool = EnvPool(config.max_sessions, max_workers=config.workers, step_timeout=config.step_timeout)
-        self.sessions: dict[str, Session] = {}
+        self.leases: dict[str, ClientLease] = {}
         self.metrics = Metrics()
         self.draining = False
         self._keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
@@ -167,14 +173,14 @@ class SessionManager:
         complexity: int | None,
         key: str | None = None,
         agentgym: bool = False,
-    ) -> tuple[Session, bool]:
+    ) -> tuple[ClientLease, bool]:
         """Open a session (or return the one already opened under idempotency `key`); True when new."""
-        request = (registry.canonical_id(env_id), json.dumps(kwargs, sort_keys=True), seed, complexity)
+        request = (env_id, json.dumps(kwargs, sort_keys=True), seed, complexity)
         if key is not None and key in self._keys:
             return self._replay(key, request), False
         self._check_env(env_id, kwargs)
         limit = self.config.max_sessions
-        if len(self.sessions) + self._opening >= limit:
+        if len(self.leases) + self._opening >= limit:
             raise ApiError(
                 429,
                 "too_many_sessions",
@@ -193,18 +199,18 @@ class SessionManager:
         if key is not None and key in self._keys:  # a concurrent retry of the same create won the race
             await handle.close()
             return self._replay(key, request), False
-        session = Session(secrets.token_urlsafe(18), env_id, dict(kwargs), handle, key=key)
+        session = ClientLease(secrets.token_urlsafe(18), env_id, dict(kwargs), handle, key=key)
         session.pending_complexity = complexity
         if agentgym:
             session.agentgym_id = next(self._agentgym_ids)
             self._agentgym[session.agentgym_id] = session.id
-        self.sessions[session.id] = session
+        self.leases[session.id] = session
         if key is not None:
             self._keys[key] = (session.id, request)
         self.metrics.sessions_created += 1
         return session, True
 
-    def _replay(self, key: str, request: tuple[Any, ...]) -> Session:
+    def _replay(self, key: str, request: tuple[Any, ...]) -> ClientLease:
         """The session opened under idempotency `key`, if `request` is the one that opened it (else 422)."""
         session_id, first = self._keys[key]
         if request != first:
@@ -214,11 +220,11 @@ class SessionManager:
                 f"idempotency_key {key!r} already opened a session with a different env_id, kwargs, seed or "
                 "complexity; use a new key for a different request",
             )
-        return self.sessions[session_id]
+        return self.leases[session_id]
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str) -> ClientLease:
         """The open session `session_id`, else 404 (saying why, when it was closed or collected)."""
-        session = self.sessions.get(session_id)
+        session = self.leases.get(session_id)
         if session is None:
             why = self._gone.get(session_id)
             if why is not None:
@@ -226,20 +232,20 @@ class SessionManager:
             raise ApiError(404, "unknown_session", f"no session {session_id!r} (never opened, or long gone)")
         return session
 
-    def agentgym_sessions(self) -> list[tuple[int, Session]]:
+    def agentgym_sessions(self) -> list[tuple[int, ClientLease]]:
         """Open sessions created through the AgentGym routes, with their integer ids."""
-        return [(i, self.sessions[sid]) for i, sid in self._agentgym.items() if sid in self.sessions]
+        return [(i, self.leases[sid]) for i, sid in self._agentgym.items() if sid in self.leases]
 
-    def get_agentgym(self, agentgym_id: int) -> Session:
+    def get_agentgym(self, agentgym_id: int) -> ClientLease:
         """The session behind an AgentGym integer id."""
         sid = self._agentgym.get(agentgym_id)
         if sid is None:
             raise ApiError(404, "unknown_session", f"no environment with id {agentgym_id}")
         return self.get(sid)
 
-    async def close(self, session: Session, reason: str = "was closed") -> None:
+    async def close(self, session: ClientLease, reason: str = "was closed") -> None:
         """Close `session` (new calls on it get 404 at once; an in-flight call finishes first)."""
-        if self.sessions.pop(session.id, None) is None:
+        if self.leases.pop(session.id, None) is None:
             return
         if session.key is not None:
             self._keys.pop(session.key, None)
@@ -256,7 +262,7 @@ class SessionManager:
         """Close sessions idle for longer than ``idle_timeout``; returns how many."""
         timeout = self.config.idle_timeout
         cutoff = time.monotonic() - timeout
-        idle = [s for s in self.sessions.values() if s.last_used < cutoff and not s.lock.locked()]
+        idle = [s for s in self.leases.values() if s.last_used < cutoff and not s.lock.locked()]
         for session in idle:
             await self.close(session, f"was closed after {timeout:g} s idle")
         self.metrics.sessions_collected += len(idle)
@@ -271,12 +277,12 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Refuse new work, close every session and the pool."""
         self.draining = True
-        for session in list(self.sessions.values()):
+        for session in list(self.leases.values()):
             await self.close(session, "was closed: the server shut down")
         self.pool.close()
 
     # ------------------------------------------------------------------ episode calls
-    def _begin(self, session: Session, op: str, seq: int | None) -> dict[str, Any] | None:
+    def _begin(self, session: ClientLease, op: str, seq: int | None) -> dict[str, Any] | None:
         """Sequence check; the cached answer when this call repeats the last one."""
         session.last_used = time.monotonic()
         if seq is None:
@@ -291,14 +297,14 @@ class SessionManager:
         session.seq = seq
         return None
 
-    def _end(self, session: Session, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _end(self, session: ClientLease, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         payload["seq"] = session.seq
         session.replay = (op, session.seq, payload)
         session.last_used = time.monotonic()
         return payload
 
     async def reset(
-        self, session: Session, seed: int | None, complexity: int | None, seq: int | None = None
+        self, session: ClientLease, seed: int | None, complexity: int | None, seq: int | None = None
     ) -> dict[str, Any]:
         """Start an episode; a failing env gives an error-truncated episode (``env_error``), not an HTTP error."""
         async with session.lock:
@@ -333,7 +339,7 @@ class SessionManager:
             )
         return action
 
-    async def step(self, session: Session, action: str, seq: int | None = None) -> dict[str, Any]:
+    async def step(self, session: ClientLease, action: str, seq: int | None = None) -> dict[str, Any]:
         """Apply one action; 409 once the episode is over. Env failures end the episode with ``env_error``."""
         async with session.lock:
             cached = self._begin(session, "step", seq)
@@ -364,7 +370,7 @@ class SessionManager:
             }
             return self._end(session, "step", payload)
 
-    async def set_complexity(self, session: Session, level: int, seq: int | None = None) -> dict[str, Any]:
+    async def set_complexity(self, session: ClientLease, level: int, seq: int | None = None) -> dict[str, Any]:
         """Record `level` for the session's next reset."""
         async with session.lock:
             cached = self._begin(session, "complexity", seq)

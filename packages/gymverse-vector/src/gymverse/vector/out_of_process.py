@@ -1,9 +1,11 @@
-"""`HostedVecEnv`: what the process and Ray backends share, whose envs live in replaceable hosts elsewhere.
+"""`OutOfProcessVecEnv`: the base of the process and Ray backends, whose envs live in replaceable hosts elsewhere.
+
+(Not `gymverse.sandbox.hosted`: that module runs one untrusted env in a sandboxed host process behind a proxy.)
 
 A host (worker process or Ray actor) owns a contiguous block of envs. The parent keeps a `ReplayLedger` of each
 env's episode, so a host that dies or hangs can be replaced and its other envs rebuilt exactly by replay. The
 book-keeping of each env's results (ledger, quarantine of envs whose resets keep killing their host, results that
-reached the parent but cannot be decoded there) lives here, so every hosted backend contains the same faults.
+reached the parent but cannot be decoded there) lives here, so every out-of-process backend contains the same faults.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class ReplayLedger:
         return bool(self.meta[index].ended)
 
 
-class HostedVecEnv(VecEnv):
+class OutOfProcessVecEnv(VecEnv):
     """A backend whose envs live in `len(self.blocks)` hosts; subclasses start, call and replace the hosts."""
 
     def _plan_hosts(self, hosts: int) -> None:
