@@ -28,6 +28,17 @@ for dir in packages/adapter-openrlhf packages/adapter-oat packages/adapter-rl2; 
     uv build --quiet --wheel --out-dir "$WHEELS" "$dir"
 done
 ls "$WHEELS"
+step "core's wheel requires numpy and array-api-compat only (rich, ray and the test helpers are extras)"
+python3 - "$WHEELS"/gymverse_core-*.whl <<'PY'
+import re, sys, zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    meta = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+reqs = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+base = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in reqs if "extra ==" not in r}
+assert base == {"numpy", "array-api-compat"}, f"gymverse-core's wheel requires {sorted(base)}"
+print("gymverse-core Requires-Dist (no extra):", sorted(base))
+PY
 
 step "python3 -m venv (no uv, no workspace)"
 python3 -m venv "$WORK/venv"

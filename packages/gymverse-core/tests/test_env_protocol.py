@@ -13,7 +13,7 @@ from gymverse import Env, EnvLike, Wrapper, registry
 from gymverse.envs.game.guess_number import GuessTheNumber
 from gymverse.pool import EnvPool
 from gymverse.protocol import ENV_LIKE_MEMBERS, is_env_like
-from gymverse.wrappers import EpisodeStatsWrapper, HistoryWrapper, LiveWrapper, TimeLimit
+from gymverse.wrappers import EpisodeStatsWrapper, HistoryWrapper, LiveWrapper
 
 PACKAGES = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def guess(n: int) -> str:
 
 
 def make_stack(seed: int = 0) -> EpisodeStatsWrapper:
-    return EpisodeStatsWrapper(TimeLimit(HistoryWrapper(GuessTheNumber(seed=seed), window=3), max_turns=6))
+    return EpisodeStatsWrapper(Wrapper(HistoryWrapper(GuessTheNumber(seed=seed, max_turns=6), window=3)))
 
 
 def test_wrappers_are_env_like_without_being_envs() -> None:
@@ -67,7 +67,7 @@ def test_one_explicit_read_and_write_path_through_a_stack() -> None:
     stack.set_wrapper_attr("target", 77)
     assert base.target == 77 and "target" not in vars(stack)
     assert stack.step(guess(77)).info["success"]
-    stack.set_wrapper_attr("done", False)  # TimeLimit's and the others' `done` are reads: the base env's field
+    stack.set_wrapper_attr("done", False)  # the wrappers' `done` is a read: the base env's field
     assert base.done is False
     # a typo is an error naming the stack, not a new field on some layer
     with pytest.raises(AttributeError, match=r"no layer of .* has an attribute 'targt' to set"):
@@ -97,25 +97,25 @@ def test_every_protocol_member_passes_through_a_stack() -> None:
 @pytest.fixture
 def wrapped_id() -> Iterator[str]:
     env_id = "prototest:Wrapped"
-    registry.register(env_id, lambda **kw: TimeLimit(GuessTheNumber(**kw), max_turns=2))
+    registry.register(env_id, lambda **kw: HistoryWrapper(GuessTheNumber(**kw), window=2))
     yield env_id
     registry.deregister(env_id)
 
 
 def test_make_and_the_pool_accept_an_env_like_that_is_not_an_env(wrapped_id: str) -> None:
-    env: EnvLike = gymverse.make(wrapped_id, complexity=2)
+    env: EnvLike = gymverse.make(wrapped_id, complexity=2, max_turns=2)
     assert not isinstance(env, Env) and env.complexity == 2
 
     async def main() -> list[Any]:
         with EnvPool(2) as pool:
-            session = await pool.session(wrapped_id, seed=1, complexity=2)
+            session = await pool.session(wrapped_id, seed=1, complexity=2, max_turns=2)
             await session.reset()
             steps = [await session.step(guess(0)) for _ in range(2)]
             await session.close()
             return steps
 
     steps = asyncio.run(main())
-    assert steps[-1].truncated and steps[-1].info["TimeLimit.truncated"]
+    assert not steps[0].truncated and steps[-1].truncated  # the make kwarg capped the env inside the wrapper
 
 
 def test_no_proxy_or_wrapper_overrides_env_members_with_an_ignore() -> None:
@@ -123,6 +123,6 @@ def test_no_proxy_or_wrapper_overrides_env_members_with_an_ignore() -> None:
     sources = list(PACKAGES.glob("*/src/**/*.py"))
     assert len(sources) > 50
     hits = {p.relative_to(PACKAGES).as_posix() for p in sources if "type: ignore[override]" in p.read_text()}
-    # left: asyncio's Protocol signature, and the GEM adapter, an `Env` author (it runs Env.__init__ and the
-    # hooks) whose metadata is per instance where `Env` declares a ClassVar
-    assert hits <= {"gymverse-server/src/gymverse/server/runner.py", "gymverse-gem/src/gymverse/compat/gem.py"}
+    # left: asyncio's Protocol signature (stdlib typing's); the GEM adapter sets a per-instance `metadata`, which
+    # `Env` declares as an attribute
+    assert hits <= {"gymverse-server/src/gymverse/server/runner.py"}

@@ -187,3 +187,50 @@ def _spans_by_walking(mask: list[Any], ends: list[int]) -> list[tuple[int, int]]
 def test_turn_spans_are_the_runs_of_ones_ending_at_each_end(mask: list[Any], ends: list[int]) -> None:
     tokens = EpisodeTokens(response_ids=[7] * len(mask), response_mask=mask, turn_ends=sorted(ends))
     assert tokens.turn_spans() == _spans_by_walking(mask, sorted(ends))
+
+
+async def no_answer(text: str) -> str:
+    return "thinking..."  # a format error every turn: the episode can only end at a cap
+
+
+@pytest.mark.parametrize(
+    ("env_cap", "run_cap", "reason", "turns"),
+    [(3, 5, "truncated", 3), (5, 3, "horizon", 3), (4, 4, "truncated", 4), (None, 2, "horizon", 2)],
+)
+@pytest.mark.parametrize("kind", ["pool", "in_process"])
+def test_the_env_cap_and_the_run_cap_each_end_the_episode_the_smaller_wins(
+    kind: str, env_cap: int | None, run_cap: int, reason: str, turns: int
+) -> None:
+    """The env's `max_turns` ends it as ``truncated``, the run's `horizon` as ``horizon``; a tie is the env's."""
+    kw: dict[str, Any] = {} if env_cap is None else {"max_turns": env_cap}
+
+    async def main() -> Any:
+        session = await open_session(GUESS, **kw) if kind == "pool" else InProcessSession.make(GUESS, **kw)
+        async with session:
+            return await run_episode(session, text_generate(no_answer, RENDERER), renderer=RENDERER, horizon=run_cap)
+
+    traj = asyncio.run(main())
+    assert (traj.stop_reason, len(traj.turns), traj.truncated, traj.success) == (reason, turns, True, False)
+    assert traj.metrics.get("horizon_truncated", False) is (reason == "horizon")
+    tok = traj.tokens
+    assert tok is not None and len(tok.turn_ends) == turns
+    # the episode ended on the model's last reply: no observation after it is in the trained sequence
+    assert tok.turn_ends[-1] == len(tok.response_ids)
+    if reason == "truncated":
+        assert "Turn limit of" in traj.final_observation
+
+
+def test_the_run_cap_is_reported_when_the_token_budget_would_also_end_that_turn() -> None:
+    """A horizon cut ends the episode on the model's reply, before the observation could overflow the budget."""
+
+    async def main(horizon: int | None, budget: int | None) -> Any:
+        async with InProcessSession.make(GUESS) as s:
+            gen = text_generate(no_answer, RENDERER)
+            return await run_episode(s, gen, renderer=RENDERER, seed=1, horizon=horizon, max_response_tokens=budget)
+
+    free = asyncio.run(main(2, None))
+    assert free.tokens is not None
+    room = free.tokens.turn_ends[-1] + 1  # both replies fit; the observation after the second one would not
+    assert asyncio.run(main(None, room)).stop_reason == "length"  # without the run's cap, the budget ends it
+    capped = asyncio.run(main(2, room))
+    assert (capped.stop_reason, len(capped.turns)) == ("horizon", 2)

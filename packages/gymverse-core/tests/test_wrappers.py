@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymverse.wrappers
 import pytest
 from gymverse.core import Wrapper
 from gymverse.envs.game.guess_number import GuessTheNumber
-from gymverse.wrappers import ChatWrapper, EpisodeStatsWrapper, HistoryWrapper, LiveWrapper, TimeLimit, render_plain
+from gymverse.wrappers import ChatWrapper, EpisodeStatsWrapper, HistoryWrapper, LiveWrapper, render_plain
 
 TEMPLATE = (
     "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
@@ -162,33 +163,24 @@ def test_episode_stats_records_and_aggregates() -> None:
     assert env.stats["success_rate"] == 0.0
 
 
-def test_time_limit_truncates_and_blocks() -> None:
-    env = TimeLimit(GuessTheNumber(seed=0), max_turns=2)
-    assert env.max_turns == 2
-    env.reset(seed=1)
-    a = env.step(guess(1000))
-    assert not a.truncated
-    assert "TimeLimit.truncated" not in a.info
-    b = env.step(guess(1000))
-    assert b.truncated
-    assert not b.terminated
-    assert b.info["TimeLimit.truncated"] is True
-    assert b.info["success"] is False
+def test_the_turn_cap_is_the_env_s_own_through_any_stack() -> None:
+    """No time-limit wrapper: `max_turns=` caps the env itself, and every layer reports that one cap."""
+    stack = HistoryWrapper(EpisodeStatsWrapper(GuessTheNumber(seed=0, max_turns=2)))
+    assert stack.max_turns == 2
+    stack.reset(seed=1)
+    a = stack.step(guess(1000))
+    assert not a.truncated and not stack.done
+    b = stack.step(guess(1000))
+    assert b.truncated and not b.terminated and b.info["success"] is False
     assert b.observation.endswith("Turn limit of 2 reached.")
-    assert env.done
-    assert not env.unwrapped.done
-    with pytest.raises(RuntimeError, match="truncated at 2 turns; call reset"):
-        env.step(guess(1))
-    env.reset(seed=1)
-    assert env.elapsed == 0
-    assert not env.done
-    assert TimeLimit(GuessTheNumber(), max_turns=10**6).max_turns == GuessTheNumber().max_turns
-    with pytest.raises(ValueError, match="max_turns must be a positive integer"):
-        TimeLimit(GuessTheNumber(), max_turns=0)
+    assert stack.done and stack.unwrapped.done  # one episode end, the env's own, seen by every layer
+    with pytest.raises(RuntimeError, match="after the episode ended; call reset"):
+        stack.step(guess(1))
+    assert not hasattr(gymverse.wrappers, "TimeLimit")
 
 
 def make_stack(seed: int = 0) -> EpisodeStatsWrapper:
-    return EpisodeStatsWrapper(TimeLimit(HistoryWrapper(GuessTheNumber(seed=seed), window=3), max_turns=6))
+    return EpisodeStatsWrapper(Wrapper(HistoryWrapper(GuessTheNumber(seed=seed, max_turns=6), window=3)))
 
 
 def test_three_deep_stack_is_transparent() -> None:
@@ -197,7 +189,7 @@ def test_three_deep_stack_is_transparent() -> None:
     assert isinstance(base, GuessTheNumber)
     assert [type(w).__name__ for w in stack.wrappers()] == [
         "EpisodeStatsWrapper",
-        "TimeLimit",
+        "Wrapper",
         "HistoryWrapper",
     ]
     stack.set_complexity(5)
@@ -234,12 +226,11 @@ def test_stack_state_snapshot_and_clone_include_wrapper_fields() -> None:
     twin = stack.clone()
     actions = [guess(n) for n in (300, 400, 500, 600)]
     first = [stack.step(a) for a in actions]
-    assert first[-1].truncated
-    assert first[-1].info["TimeLimit.truncated"]
+    assert first[-1].truncated and "Turn limit of 6 reached." in first[-1].observation
     assert stack.episode_count == 1
     stack.set_state(snap)
     assert stack.episode_count == 0
-    assert stack.get_wrapper_attr("elapsed") == 2
+    assert stack.turn == 2
     assert [h["turn"] for h in stack.get_wrapper_attr("history")] == [0, 1, 2]
     again = [stack.step(a) for a in actions]
     strip = [(r.observation, r.reward, r.truncated) for r in first]
@@ -285,7 +276,7 @@ def test_class_level_defaults_do_not_shadow_the_base_env() -> None:
 
     env = make_stack()
     assert env.format_penalty == -0.1
-    strict = HistoryWrapper(TimeLimit(Strict(seed=0), max_turns=5))
+    strict = HistoryWrapper(Wrapper(Strict(seed=0, max_turns=5)))
     assert strict.format_penalty == -0.5
     strict.reset(seed=0)
     assert strict.step("no box").reward == -0.5

@@ -12,6 +12,7 @@ import pytest
 from gymverse.compat._gem_shim import SHIM_MODULES, TERMINAL_STATE, LanguageGameReward, gem_modules, real_gem_available
 from gymverse.compat.gem import GemEnvAdapter, GemLoadError
 from gymverse.compat.gem_files import load_gem_env_file
+from gymverse.contract import EnvMetadata
 from gymverse.core import Env, run_oracle
 from gymverse.wrappers import EpisodeStatsWrapper, HistoryWrapper
 
@@ -43,6 +44,20 @@ class DuckCoinFlip:
 
     def sample_random_action(self) -> str:
         return "\\boxed{" + random.choice(["heads", "tails"]) + "}"
+
+
+def test_metadata_is_per_instance_unless_the_class_declares_it() -> None:
+    """Two adapters name their own GEM classes; a subclass's class-level metadata (read without building) wins."""
+    flip, other = GemEnvAdapter(DuckCoinFlip()), GemEnvAdapter(DuckCoinFlip(), name="Renamed")
+    assert (flip.metadata.name, other.metadata.name) == ("DuckCoinFlip", "Renamed")
+    assert "metadata" not in vars(GemEnvAdapter)  # an instance attribute, no property overriding Env's declaration
+
+    class Declared(GemEnvAdapter):
+        metadata = EnvMetadata(name="Declared", family="toys", domain="game", description="declared", max_turns=7)
+
+    env = Declared(DuckCoinFlip(), name="ignored")
+    assert env.metadata is Declared.metadata and "metadata" not in vars(env)
+    assert env.max_turns == 3  # the GEM object's own budget still comes first
 
 
 def test_adapter_wraps_any_object_with_gem_contract() -> None:

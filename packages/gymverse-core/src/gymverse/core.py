@@ -13,6 +13,10 @@ An `Env` is a text environment for an LLM agent. Subclasses implement three hook
 The public ``reset``/``step`` add what every env needs and no env should re-implement: per-env seeding, applying
 a pending complexity level, turn counting, truncation at ``max_turns``, ``info["success"]`` at episode end, and
 containment of malformed actions.
+
+``max_turns`` is the env's turn cap, the one an env enforces (Gymnasium's ``max_episode_steps``): a constructor or
+``make(env_id, max_turns=n)`` override, else a ``max_turns`` complexity param, else ``metadata.max_turns``. A
+training run caps turns on top of it with `run_episode`'s ``horizon``; there is no time-limit wrapper.
 """
 
 from __future__ import annotations
@@ -80,7 +84,9 @@ class EpisodeBookkeeping:
 class Env(EpisodeBookkeeping, ABC):
     """Base class of every GymVerse text environment. See the module docstring for the subclass contract."""
 
-    metadata: ClassVar[EnvMetadata]
+    #: Usually a class attribute; an env whose metadata is known only once built (the GEM adapter: the wrapped
+    #: GEM object's class names it) sets it in ``__init__``, so it is declared as an attribute, not a ClassVar.
+    metadata: EnvMetadata
     #: ``{name: (value_at_level_1, value_at_level_10)}`` or ``{name: [v1, ..., v10]}``.
     complexity_params: ClassVar[Mapping[str, Any]] = {}
     #: Optional randomization per param (same units as the param), drawn from the env's own RNG at reset.

@@ -8,8 +8,10 @@ adapter and in the local trainer, whether the episode is trained on and whether 
 stop reason          what happened                                trained  curriculum
 ==================== ============================================ ======== ===========
 terminated           the env ended the episode                    yes      yes
-truncated            the env's own turn budget ran out            yes      yes (fail)
-horizon              the run's turn cap (horizon schedule)        yes      yes (fail)
+truncated            the env's own turn cap (its ``max_turns``)   yes      yes (fail)
+                     ran out, or the env truncated otherwise
+horizon              the run's turn cap (``run_episode``'s        yes      yes (fail)
+                     ``horizon``: a fixed cap or a schedule)
 length               the token budget ran out (a length cut)      yes      yes (fail)
 reset_error          the env could not be built or reset          no       no
 env_error            a step raised, hung past its timeout or      no       no

@@ -2,19 +2,63 @@
 
 A CI log must never sit silent for a minute: when the console is not a terminal, `JobProgress` prints a plain line
 when the job starts, then at most every `interval` seconds (``$GYMVERSE_PROGRESS_INTERVAL``, default 10) and once
-at the end.
+at the end. The live bar is rich's, used when rich is installed (the ``rich`` extra; the `gymverse` CLI has it):
+core needs only numpy, so without rich the plain lines are printed on a terminal too.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import Any, Protocol, TextIO
 
 DEFAULT_INTERVAL = 10.0
+
+
+class ConsoleLike(Protocol):
+    """What `JobProgress` prints plain lines through: a rich ``Console``, or `PlainConsole` without rich."""
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the output is a terminal (a live bar is drawn only there)."""
+        ...
+
+    def print(self, text: str, /, *, markup: bool = ..., highlight: bool = ..., soft_wrap: bool = ...) -> None:
+        """Write one line."""
+        ...
+
+
+class PlainConsole:
+    """Plain lines on a text stream (default: ``sys.stderr`` at print time, so captured output is honoured)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+
+    @property
+    def stream(self) -> TextIO:
+        """The stream lines go to."""
+        return self._stream if self._stream is not None else sys.stderr
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the stream is a terminal."""
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty()) if callable(isatty) else False
+
+    def print(self, text: str, /, *, markup: bool = False, highlight: bool = False, soft_wrap: bool = True) -> None:
+        """Write `text` and a newline, flushed (markup and wrapping are rich's: plain text has neither)."""
+        self.stream.write(f"{text}\n")
+        self.stream.flush()
+
+
+def default_console() -> ConsoleLike:
+    """A rich console on stderr when rich is installed, else a `PlainConsole` on stderr."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        return PlainConsole()
+    return Console(stderr=True)
 
 
 def progress_interval() -> float:
@@ -25,11 +69,27 @@ def progress_interval() -> float:
         return DEFAULT_INTERVAL
 
 
+def _live_bar(label: str, total: int | None, console: ConsoleLike, transient: bool) -> tuple[Any, Any] | None:
+    """A started-later rich progress bar and its task, or None where rich is missing or `console` is not rich's."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        return None
+    if not isinstance(console, Console):
+        return None
+    columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}"), TimeElapsedColumn())  # fmt: skip
+    bar = Progress(*columns, console=console, transient=transient)
+    return bar, bar.add_task("", total=total)
+
+
 class JobProgress:
     """Progress over `total` units of a job called `label` (``total=None`` while still unknown); a context manager.
 
-    ``enabled=False`` silences it. On a terminal it is a transient rich bar; elsewhere it writes lines such as
-    ``evaluate: 12/85 (14%) 31s checking logic:LatinSquare``.
+    ``enabled=False`` silences it. On a terminal with rich installed it is a transient rich bar; elsewhere it
+    writes lines such as ``evaluate: 12/85 (14%) 31s checking logic:LatinSquare``. ``console`` defaults to
+    `default_console()`.
     """
 
     def __init__(
@@ -37,23 +97,20 @@ class JobProgress:
         label: str,
         total: int | None,
         *,
-        console: Console,
+        console: ConsoleLike | None = None,
         enabled: bool = True,
         interval: float | None = None,
         transient: bool = True,
     ) -> None:
-        self.label, self.total, self.console, self.enabled = label, total, console, enabled
+        self.console = console if console is not None else default_console()
+        self.label, self.total, self.enabled = label, total, enabled
         self.completed, self.description = 0, ""
         self.interval = progress_interval() if interval is None else interval
-        self.live = enabled and console.is_terminal
         self._started = self._last = 0.0
-        self._bar: Progress | None = None
-        self._task: Any = None
-        if self.live:
-            columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("{task.description}"), TimeElapsedColumn())  # fmt: skip
-            self._bar = Progress(*columns, console=console, transient=transient)
-            self._task = self._bar.add_task("", total=total)
+        live = _live_bar(label, total, self.console, transient) if enabled and self.console.is_terminal else None
+        self._bar: Any = live[0] if live is not None else None  # rich's Progress: rich is optional, so Any
+        self._task: Any = live[1] if live is not None else None
+        self.live = self._bar is not None
 
     def __enter__(self) -> JobProgress:
         self._started = self._last = time.monotonic()
@@ -100,4 +157,4 @@ class JobProgress:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-__all__ = ["JobProgress", "progress_interval"]
+__all__ = ["ConsoleLike", "JobProgress", "PlainConsole", "default_console", "progress_interval"]

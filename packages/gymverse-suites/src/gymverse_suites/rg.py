@@ -72,7 +72,6 @@ class ReasoningGymTask(Env):
     """One reasoning-gym task; subclassed per task by `task_class` (the class carries the task's level table)."""
 
     task: ClassVar[str]
-    metadata: ClassVar[EnvMetadata]
 
     def __init__(self, complexity: int = 1, seed: int | None = None, max_turns: int | None = None) -> None:
         super().__init__(complexity=complexity, seed=seed, max_turns=max_turns)

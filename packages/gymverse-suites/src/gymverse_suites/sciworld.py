@@ -60,7 +60,6 @@ class ScienceWorldTask(Env):
     """One ScienceWorld task; subclassed per task by `task_class`."""
 
     task: ClassVar[str]
-    metadata: ClassVar[EnvMetadata]
     complexity_params = {"simplifications_kept": _KEPT}
 
     def __init__(self, complexity: int = 1, seed: int | None = None, max_turns: int | None = None) -> None:

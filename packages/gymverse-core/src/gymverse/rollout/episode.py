@@ -6,8 +6,10 @@ trains on. The loop owns, in one place:
 
 * **complexity**: ``set_complexity(complexity)`` before the reset; the level the env reports must match (a
   session that does not forward it to the base env is an error, never a silent wrong level).
-* **the turn limit**: at most ``horizon`` model turns (then ``stop_reason="horizon"``, truncated); the env's own
-  ``max_turns`` still ends episodes inside the env (``stop_reason="truncated"``).
+* **the run's turn cap**: at most ``horizon`` model turns (then ``stop_reason="horizon"``, truncated). It is the
+  run's cap (a fixed ``max_turns`` or a horizon schedule from the curriculum), applied on top of the env's own cap,
+  the env's ``max_turns``, which the env enforces itself (``stop_reason="truncated"``). The smaller cap ends the
+  episode; at a tie the env's truncation is reported, since the env itself ended the episode.
 * **the token budget**: replies and env turns together stay within ``max_response_tokens`` (and prompt plus
   response within ``max_sequence_tokens``, for frameworks that budget the whole sequence); each generation asks
   for at most what is left (and at most ``max_tokens_per_turn``); an env turn that would not fit ends the
@@ -154,10 +156,6 @@ async def run_episode(
         max_response_tokens, None if max_sequence_tokens is None else max_sequence_tokens - len(seq.tokens.prompt_ids)
     )
     while True:
-        if horizon is not None and len(traj.turns) >= horizon:
-            traj.metrics["horizon_truncated"] = True
-            _end(traj, "horizon", truncated=True)
-            break
         left = None if budget is None else budget - seq.length
         if left is not None and left <= 0:
             _end(traj, "length", truncated=True)
@@ -193,6 +191,11 @@ async def run_episode(
         if terminated or truncated:
             traj.success = info.get("success") is True
             _end(traj, "terminated" if terminated else "truncated", truncated=bool(truncated) and not terminated)
+            break
+        if horizon is not None and len(traj.turns) >= horizon:
+            # checked before the observation is tokenized: the run's cap, not the token budget, ended this episode
+            traj.metrics["horizon_truncated"] = True
+            _end(traj, "horizon", truncated=True)
             break
         env_ids = renderer.env_turn(obs, ids)
         if budget is not None and seq.length + len(env_ids) >= budget:

@@ -1,4 +1,4 @@
-"""`EpisodeStatsWrapper` (per-episode metrics and running aggregates) and `TimeLimit` (turn budget)."""
+"""`EpisodeStatsWrapper`: per-episode metrics and running aggregates."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ class EpisodeStatsWrapper(Wrapper):
 
     ``time`` is wall-clock seconds from `reset` to the last step (``time.perf_counter``), so it is the only field
     that differs between two runs of the same seed. An episode abandoned by an early `reset` is not counted.
-    Place it outside `TimeLimit` so that the time limit's truncations are seen as episode ends.
 
     Args:
         env: the env to wrap.
@@ -97,59 +96,3 @@ class EpisodeStatsWrapper(Wrapper):
             self._recent.append(dict(episode))
             self._running = False
         return res
-
-
-class TimeLimit(Wrapper):
-    """Truncate the episode after `max_turns` steps of this wrapper, with ``info["TimeLimit.truncated"] = True``.
-
-    A truncated episode is over for the wrapper (`done` is True, another `step` raises) even though the wrapped
-    env did not end it; ``info["success"]`` is then False unless the step itself reported success.
-    """
-
-    def __init__(self, env: EnvLike, max_turns: int) -> None:
-        super().__init__(env)
-        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
-        self._limit = max_turns
-        self._elapsed = 0
-        self._cut = False
-
-    @property
-    def max_turns(self) -> int:
-        """The tighter of this limit and the wrapped env's own budget."""
-        return min(self._limit, self.env.max_turns)
-
-    @property
-    def elapsed(self) -> int:
-        """Steps taken in the current episode."""
-        return self._elapsed
-
-    @property
-    def done(self) -> bool:
-        """True when this wrapper truncated the episode or the wrapped env ended it."""
-        return self._cut or bool(self.env.done)
-
-    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        """Reset the wrapped env and the turn counter."""
-        out = self.env.reset(seed=seed)
-        self._elapsed = 0
-        self._cut = False
-        return out
-
-    def step(self, action: str) -> StepResult:
-        """Step the wrapped env; truncate when the limit is reached and the episode is still running."""
-        if self._cut:
-            raise RuntimeError(
-                f"{type(self).__name__}: step() called after the episode was truncated at {self._limit} turns; "
-                "call reset()"
-            )
-        res = self.env.step(action)
-        self._elapsed += 1
-        obs, reward, terminated, truncated, info = res
-        if not terminated and not truncated and self._elapsed >= self._limit:
-            truncated = True
-            self._cut = True
-            info["TimeLimit.truncated"] = True
-            info["success"] = bool(info.get("success", False))
-            obs = f"{obs}\nTurn limit of {self._limit} reached."
-        return StepResult(obs, reward, terminated, truncated, info)

@@ -141,9 +141,22 @@ class GemEnvAdapter(Env):
         if self._detect_attribute and isinstance(getattr(self._gem, "complexity", None), int | float):
             self._knob = "attribute"  # found only on an instance: set before reset from now on
             self._apply_live(self._level)
+        if not isinstance(getattr(type(self), "metadata", None), EnvMetadata):
+            # derived from the GEM object; a subclass that declares its metadata on the class (so tools can read it
+            # without building an env, as gymverse_suites' GEM games do) keeps that one
+            self.metadata = self._derived_metadata(name, family, domain, description, reward_range)
+
+    def _derived_metadata(
+        self,
+        name: str | None,
+        family: str,
+        domain: Domain,
+        description: str | None,
+        reward_range: tuple[float, float] | None,
+    ) -> EnvMetadata:
         cls_name = type(self._gem).__name__
         doc = (type(self._gem).__doc__ or "").strip().splitlines()
-        self._metadata = EnvMetadata(
+        return EnvMetadata(
             name=name or cls_name,
             family=family,
             domain=domain,
@@ -198,11 +211,6 @@ class GemEnvAdapter(Env):
         self._built_level = level
 
     # ----------------------------------------------------------------- properties
-    @property
-    def metadata(self) -> EnvMetadata:  # type: ignore[override]
-        """Metadata derived from the GEM class (or the constructor arguments)."""
-        return self._metadata
-
     @property
     def gem_env(self) -> Any:
         """The wrapped GEM object (live)."""
