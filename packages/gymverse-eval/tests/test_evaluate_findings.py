@@ -13,7 +13,7 @@ from gymverse.evaluate.findings import findings, lower_bound
 def _evidence(**probes: Any) -> dict[str, Any]:
     facts = {"contract": "gem", "success_rule": "reward>=1", "success_rule_note": "inferred from the rewards",
              "success_rule_source": "inferred", "reward_range": [-1.0, 1.0], "has_oracle": False}  # fmt: skip
-    base = {"reset_failures": [], "constant_counts": {}, "reward_violations": [], "step_crashes": []}
+    base: dict[str, object] = {"reset_failures": [], "constant_counts": {}, "reward_violations": [], "step_crashes": []}
     return {"checker": {"passed": True, "results": []}, "oracle": {}, "degeneracy": {}, "facts": facts,
             "probes": {**base, **probes}}  # fmt: skip
 

@@ -36,7 +36,11 @@ def test_the_registered_client_builder_is_called_with_the_spec_and_model(monkeyp
         name = "stand-in"
 
         def load(self) -> Any:
-            return lambda spec, model=None: seen.append((spec, model)) or "client"
+            def build(spec: str, model: str | None = None) -> str:
+                seen.append((spec, model))
+                return "client"
+
+            return build
 
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **params: [_EntryPoint()])
     assert llm_client("http://127.0.0.1:1/v1", "qwen") == "client"

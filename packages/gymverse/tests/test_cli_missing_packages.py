@@ -44,8 +44,8 @@ def _without_distribution(monkeypatch: pytest.MonkeyPatch, *modules: str) -> Non
     """`importlib.metadata.entry_points` as if the distributions providing `modules` were not installed."""
     real = importlib.metadata.entry_points
 
-    def entry_points(**params: Any) -> Any:
-        eps = real(**params)
+    def entry_points(*, group: str, **params: Any) -> list[importlib.metadata.EntryPoint]:
+        eps = real(group=group, **params)  # every caller selects a group: entry points, not group names
         return [ep for ep in eps if not _under(ep.value.split(":")[0], modules)]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
