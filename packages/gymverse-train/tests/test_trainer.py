@@ -15,7 +15,17 @@ from gymverse_train.config import TrainConfig
 from gymverse_train.trainer import METRICS, TRAJECTORIES, Trainer
 from gymverse_train.update import policy_update
 
-TIMING = {"gen_s", "generate_s", "train_s", "step_s", "tokens_per_s", "episodes_per_s", "cpu_s", "peak_rss_mb", "peak_gpu_mb"}
+TIMING = {
+    "gen_s",
+    "generate_s",
+    "train_s",
+    "step_s",
+    "tokens_per_s",
+    "episodes_per_s",
+    "cpu_s",
+    "peak_rss_mb",
+    "peak_gpu_mb",
+}
 
 
 def _config(**kw: Any) -> TrainConfig:
