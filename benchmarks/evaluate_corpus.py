@@ -1,6 +1,6 @@
 """``gymverse evaluate`` on a generated GEM-style corpus: wall time per stage, and whether planted defects are found.
 
-The corpus is generated from the templates in ``packages/gymverse-synth/tests/gem_corpus`` (LLM-style GEM env
+The corpus is generated from the templates in ``packages/gymverse-eval/tests/gem_corpus`` (LLM-style GEM env
 files: clean controls and one planted defect per file) into a temporary directory: each variant renames the env
 classes, shifts its numeric constants (turn budgets, ranges) and rewrites its strings, so the corpus has the mix of
 a real one (about 60% controls, 40% defects, a non-env helper, files needing Python 3.12 or a missing package).
@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ROOT / "packages/gymverse-synth/tests/gem_corpus"
+TEMPLATES = ROOT / "packages/gymverse-eval/tests/gem_corpus"
 CONTROLS = ("clue_court", "number_hunt", "parity_check")
 DEFECTS = ("inventory_pick", "lottery_draw", "balance_scale", "digit_sum_quiz", "token_sorter", "unit_convert",
            "word_chain")  # fmt: skip
@@ -105,7 +105,7 @@ class InSandbox:
     ships_files = True
 
     def __init__(self, workers: int | None = None) -> None:
-        from gymverse_synth.evaluate.executors import SandboxExecutor
+        from gymverse.evaluate.executors import SandboxExecutor
 
         self._inner = SandboxExecutor(workers or os.cpu_count() or 1)
         self.workers = self._inner.workers
@@ -125,11 +125,11 @@ class InSandbox:
 
 def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) -> dict[str, Any]:
     """Evaluate the suite `spec` stage by stage with `executor`; the timings, load and findings as JSON."""
-    from gymverse_synth.evaluate import EvaluationConfig, evaluate_diversity, load_suite
-    from gymverse_synth.evaluate.diversity import default_embedder
-    from gymverse_synth.evaluate.report import write_report
-    from gymverse_synth.evaluate.runner import _env_eval, _run_jobs, _summary, run_metadata
-    from gymverse_synth.evaluate.schema import EvaluationReport
+    from gymverse.evaluate import EvaluationConfig, evaluate_diversity, load_suite
+    from gymverse.evaluate.diversity import default_embedder
+    from gymverse.evaluate.report import write_report
+    from gymverse.evaluate.runner import _env_eval, _run_jobs, _summary, run_metadata
+    from gymverse.evaluate.schema import EvaluationReport
 
     stages: dict[str, float] = {}
     usage0 = _cpu()
@@ -137,7 +137,7 @@ def run_once(spec: str, executor: str, out_dir: str, planted: dict[str, str]) ->
     t0 = time.perf_counter()
     suite = load_suite(spec)
     stages["load"] = time.perf_counter() - t0
-    from gymverse_synth.evaluate import correctness, runner
+    from gymverse.evaluate import correctness, runner
 
     kind = "sandbox" if executor in ("inprocess", "sandbox-fresh") else executor
     cfg = EvaluationConfig(embedder=default_embedder(), executor=kind)
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, Any]] = {}
     warm = None
     if args.warm_embedder:  # the first run would pay the model's import and load alone, the others not
-        from gymverse_synth.evaluate.diversity import default_embedder
+        from gymverse.evaluate.diversity import default_embedder
 
         t = time.perf_counter()
         default_embedder().embed(["warm up"])

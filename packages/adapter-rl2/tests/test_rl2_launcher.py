@@ -160,7 +160,7 @@ def test_make_dataset_takes_an_evaluation_manifest_and_its_envs_run_in_the_pool(
     from gymverse.manifest import write_manifest
     from gymverse.rollout import open_session
 
-    corpus = Path(__file__).parents[2] / "gymverse-synth" / "tests" / "gem_corpus"
+    corpus = Path(__file__).parents[2] / "gymverse-eval" / "tests" / "gem_corpus"
     rows_in: list[dict[str, Any]] = [
         {"name": "gem:number_hunt", "ref": f"gem:{corpus / 'number_hunt.py'}", "verdict": "unverified"},
         {"name": "gem:host_report", "ref": f"gem:{corpus / 'host_report.py'}", "verdict": "incorrect",

@@ -8,6 +8,7 @@ from gymverse.actions import (
     ActionFormatError,
     Command,
     CommandGrammar,
+    Policy,
     extract_boxed,
     find_boxed,
     parse_boxed,
@@ -48,8 +49,8 @@ def test_find_boxed_matches_reference_semantics(text: str) -> None:
 
 
 @given(any_text, st.sampled_from(["first", "last", "only"]))
-def test_extract_boxed_never_raises_and_agrees_with_find(text: str, policy: str) -> None:
-    got = extract_boxed(text, policy)  # type: ignore[arg-type]
+def test_extract_boxed_never_raises_and_agrees_with_find(text: str, policy: Policy) -> None:
+    got = extract_boxed(text, policy)
     found = find_boxed(text)
     if not found or (policy == "only" and len(found) != 1):
         assert got is None
@@ -58,9 +59,9 @@ def test_extract_boxed_never_raises_and_agrees_with_find(text: str, policy: str)
 
 
 @given(any_text, st.sampled_from(["first", "last", "only"]))
-def test_parse_boxed_raises_only_action_format_error(text: str, policy: str) -> None:
+def test_parse_boxed_raises_only_action_format_error(text: str, policy: Policy) -> None:
     try:
-        out = parse_boxed(text, policy)  # type: ignore[arg-type]
+        out = parse_boxed(text, policy)
     except ActionFormatError as err:
         message = str(err)
         assert message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import pytest
@@ -49,7 +50,9 @@ def test_rank_trim_keeps_closest_to_alpha_in_input_order() -> None:
 
 def test_boundary_round_trip_100_plus_100() -> None:
     rng = np.random.default_rng(0)
-    batches = [{t: (rng.random(4) < p).tolist() for t, p in (("a", 0.2), ("b", 0.5), (3, 0.9))} for _ in range(200)]
+    batches: list[dict[Hashable, Sequence[bool] | tuple[float, float]]] = [
+        {t: (rng.random(4) < p).tolist() for t, p in (("a", 0.2), ("b", 0.5), (3, 0.9))} for _ in range(200)
+    ]
     full = BoundarySelector(decay=0.95)
     for x in batches:
         full.update(x)

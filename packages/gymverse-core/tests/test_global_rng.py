@@ -7,14 +7,15 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import gymverse
+from gymverse import EnvLike
 from gymverse.checker.checks import check_global_rng
-from gymverse.core import Env
 from gymverse.global_rng import GlobalRngScope, GlobalRngSnapshot
 
 
-def _mastermind(level: int) -> Env:
+def _mastermind(level: int) -> EnvLike:
     return gymverse.make("game:Mastermind", complexity=level)
 
 
@@ -40,11 +41,11 @@ def test_swaps_and_judgements_in_other_threads_are_not_blamed_on_the_checked_env
 
 
 def test_an_env_that_draws_from_the_global_generator_is_still_caught_and_the_callers_state_kept() -> None:
-    def build(level: int) -> Env:
+    def build(level: int) -> EnvLike:
         env = _mastermind(level)
         real_reset = env.reset
 
-        def reset(seed: int | None = None) -> object:
+        def reset(seed: int | None = None) -> tuple[str, dict[str, Any]]:
             random.random()
             return real_reset(seed=seed)
 

@@ -56,7 +56,7 @@ def test_missing_group_and_bad_shapes_are_reported() -> None:
     with pytest.raises(ValueError, match="shape"):
         GroupStats.from_array(["a"], np.zeros((2, 3)))
     with pytest.raises(ValueError, match="duplicate"):
-        GroupStats(["a", "a"], [1, 1], [1, 1], [1, 1])
+        GroupStats(["a", "a"], np.ones(2), np.ones(2), np.ones(2))
 
 
 def test_variance_clamped_at_zero() -> None:

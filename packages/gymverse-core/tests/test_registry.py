@@ -114,7 +114,7 @@ def test_failing_module_reports_its_own_error(tmp_path: Path, monkeypatch: pytes
     register("regtest:NoColon", "json")
     with pytest.raises(RegistryError, match="must look like 'module:attr'"):
         make("regtest:NoColon")
-    register("regtest:NotEnv", dict)
+    register("regtest:NotEnv", dict)  # type: ignore[arg-type]  # deliberately not an env factory
     with pytest.raises(RegistryError, match="returned dict, not a gymverse Env"):
         make("regtest:NotEnv")
 

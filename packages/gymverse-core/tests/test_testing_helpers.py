@@ -66,7 +66,12 @@ def test_dataset_arguments_and_writer(capsys: pytest.CaptureFixture[str]) -> Non
     assert (with_split.complexity, with_split.split) == (1, "val")
 
     seen: list[list[str]] = []
-    assert run_dataset_writer(args, lambda envs: seen.append(envs) or "wrote 6 rows", prog="gymverse-x") == 0
+
+    def record(envs: list[str]) -> str:
+        seen.append(envs)
+        return "wrote 6 rows"
+
+    assert run_dataset_writer(args, record, prog="gymverse-x") == 0
     assert seen == [["game:A", "logic:B"]] and capsys.readouterr().out == "wrote 6 rows\n"
 
     def bad(envs: list[str]) -> str:

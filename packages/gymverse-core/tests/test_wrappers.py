@@ -214,7 +214,7 @@ def test_three_deep_stack_is_transparent() -> None:
     assert stack.turn == 1
     assert stack.done
     with pytest.raises(AttributeError):
-        _ = stack.no_such_attribute
+        _ = stack.no_such_attribute  # type: ignore[attr-defined]  # deliberately absent
 
 
 def test_stack_state_snapshot_and_clone_include_wrapper_fields() -> None:

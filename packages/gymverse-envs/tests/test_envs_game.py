@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymverse
 import numpy as np
 import pytest
+from gymverse import Env
 from gymverse.envs._contract_testing import (
     MALFORMED_ACTIONS,
     check_format_errors,
@@ -50,6 +51,7 @@ def test_levels_change_instance_size(env_id: str) -> None:
     hi.reset(seed=3)
     key = SIZE_KEY[env_id]
     assert hi.params[key] > lo.params[key]
+    assert isinstance(lo, Env)  # the spec is a classmethod of the env class
     spec = type(lo).complexity_spec()
     for name in spec.params:
         # budgets ("slack", "max_turns") are relative to the instance size, so only size params must be monotone

@@ -112,8 +112,8 @@ def test_a_record_that_leaves_the_script_is_not_judged_the_live_envs_are(monkeyp
 
     def forge(self: HostedEnv, other: HostedEnv, seed: int, max_steps: int | None) -> dict[str, Any]:
         # a host claiming identical resets and then skipping ahead to a reset: not what the check asks for next
-        record = {"calls": [["a", "reset", ("x", {})], ["b", "reset", ("x", {})], ["a", "reset", ("x", {})]],
-                  "error": None}  # fmt: skip
+        calls: list[list[object]] = [["a", "reset", ("x", {})], ["b", "reset", ("x", {})], ["a", "reset", ("x", {})]]
+        record: dict[str, Any] = {"calls": calls, "error": None}
         forged.append(record)
         return record
 

@@ -82,7 +82,8 @@ def test_adapter_wraps_any_object_with_gem_contract() -> None:
 def test_adapter_does_not_touch_global_rngs_and_is_deterministic() -> None:
     random.seed(123)
     np.random.seed(123)  # noqa: NPY002 - the point is that the adapter leaves the legacy globals alone
-    before = (random.getstate(), np.random.get_state()[1].copy())  # noqa: NPY002
+    # the dict form: numpy types the legacy tuple as a union with it (the key array is the same)
+    before = (random.getstate(), np.random.get_state(legacy=False)["state"]["key"].copy())  # noqa: NPY002
 
     def transcript(seed: int) -> list[str]:
         env = load_gem_env_file(REVERSE, word_length=8)
@@ -100,7 +101,7 @@ def test_adapter_does_not_touch_global_rngs_and_is_deterministic() -> None:
     for _ in range(3):
         lean.step(lean.sample_random_action())
     assert random.getstate() == before[0]
-    assert np.array_equal(np.random.get_state()[1], before[1])  # noqa: NPY002
+    assert np.array_equal(np.random.get_state(legacy=False)["state"]["key"], before[1])  # noqa: NPY002
     # unseeded resets draw their GEM seed from the adapter's own RNG: same adapter seed, same episodes
     a, b = load_gem_env_file(REVERSE, seed=9), load_gem_env_file(REVERSE, seed=9)
     assert [a.reset()[0] for _ in range(3)] == [b.reset()[0] for _ in range(3)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -14,8 +14,16 @@ import pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+class _Limits(TypedDict):
+    """The `SandboxLimits` fields `LAUNCHER_LIMITS` sets (the module is imported only inside the fixture)."""
+
+    timeout: float
+    memory_mb: int
+    max_processes: int
+
+
 #: Limits of the jobs run by `every_launcher`.
-LAUNCHER_LIMITS = {"timeout": 20, "memory_mb": 512, "max_processes": 16}
+LAUNCHER_LIMITS: _Limits = {"timeout": 20, "memory_mb": 512, "max_processes": 16}
 
 
 @pytest.fixture(scope="module", params=["bwrap", "ctypes", "pool"])

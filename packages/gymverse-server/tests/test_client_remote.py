@@ -10,6 +10,7 @@ from typing import Any
 import gymverse
 import numpy as np
 import pytest
+from gymverse.client import RemoteEnv
 from gymverse.pool import EnvPool
 from gymverse.protocol import is_env_like
 from gymverse.registry import RegistryError
@@ -30,10 +31,10 @@ def _transcript(venv: Any, steps: int = 14) -> list[Any]:
 @pytest.mark.parametrize("backend", ["sync", "async", "process"])
 def test_make_vec_over_remote_envs_gives_the_local_transcript(start_server: Any, backend: str) -> None:
     srv = start_server()
-    opts = {"backend_options": {"num_workers": 2}} if backend == "process" else {}
-    local = _transcript(make_vec("game:Mastermind", 3, backend=backend, seed=7, complexity=4, **opts))
+    opts = {"num_workers": 2} if backend == "process" else None
+    local = _transcript(make_vec("game:Mastermind", 3, backend=backend, seed=7, complexity=4, backend_options=opts))
     remote_id = f"remote+{srv.url}/game:Mastermind"
-    remote = _transcript(make_vec(remote_id, 3, backend=backend, seed=7, complexity=4, **opts))
+    remote = _transcript(make_vec(remote_id, 3, backend=backend, seed=7, complexity=4, backend_options=opts))
     assert remote == local
     assert any(info.get("final_info") for step in local[1:] for info in step[4])  # episodes ended and autoreset
     assert srv.manager.metrics.sessions_created == 3 and len(srv.manager.leases) == 0  # closed with the venv
@@ -44,7 +45,8 @@ def test_remote_env_is_env_like_and_behaves_like_the_local_env(start_server: Any
     env = gymverse.make(f"remote+{srv.url}/game:Mastermind", complexity=2, max_turns=3)
     local = gymverse.make("game:Mastermind", complexity=2, max_turns=3)
     # a proxy, not an Env with a skipped __init__; recognising it opened no session (no property ran)
-    assert is_env_like(env) and not isinstance(env, gymverse.Env) and env.session_id is None
+    assert is_env_like(env) and not isinstance(env, gymverse.Env)
+    assert isinstance(env, RemoteEnv) and env.session_id is None
     assert env.metadata == local.metadata
     assert env.reset(seed=1) == local.reset(seed=1)
     assert env.params == {"pegs": 3, "colors": 5, "max_turns": 10} and env.max_turns == 3

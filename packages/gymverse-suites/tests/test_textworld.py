@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("textworld", reason="textworld is not installed: pip install 'gymverse-suites[textworld]'")
 from gymverse.checker import check_env
-from gymverse_suites.textworld import QUEST_LENGTH, ROOMS, generate
+from gymverse_suites.textworld import QUEST_LENGTH, ROOMS, TextWorld, generate
 
 ENV = "textworld:TextWorld"
 
@@ -47,11 +47,13 @@ def test_textworlds_plan_wins_at_levels_1_and_10_and_the_seed_fixes_game_and_tra
 
 def test_commands_clone_and_the_game_folder_removed_at_close() -> None:
     env = gymverse.make(ENV, complexity=3)
+    assert isinstance(env, TextWorld)
     env.reset(seed=1)
     folder = Path(env.game_file).parent
     assert env.step("look").info["format_error"] is True
     env.step(env.sample_random_action())
     twin = env.clone()  # its own folder and interpreter, rebuilt by replaying the commands
+    assert isinstance(twin, TextWorld)
     try:
         assert Path(twin.game_file).parent != folder
         assert twin.step("\\boxed{inventory}") == env.step("\\boxed{inventory}")

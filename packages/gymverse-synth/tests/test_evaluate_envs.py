@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gymverse_synth.evaluate import (
+from gymverse.evaluate import (
     SCHEMA_VERSION,
     CorrectnessConfig,
     DifficultyConfig,
@@ -17,9 +17,9 @@ from gymverse_synth.evaluate import (
     evaluate_suite,
     load_suite,
 )
-from gymverse_synth.evaluate.cli import main as cli_main
-from gymverse_synth.evaluate.report import render_html, write_report
-from gymverse_synth.evaluate.suites import SuiteError
+from gymverse.evaluate.cli import main as cli_main
+from gymverse.evaluate.report import render_html, write_report
+from gymverse.evaluate.suites import SuiteError
 
 # A code-entry env: type `length` digits; one wrong digit ends the episode. OFFSET breaks the oracle on purpose.
 CODE_ENV = r'''
@@ -316,7 +316,7 @@ def test_process_executor_times_out_a_hanging_env_and_runs_the_rest(tmp_path: Pa
 
 
 def test_same_settings_give_the_same_numbers() -> None:
-    def run() -> dict[str, object]:
+    def run() -> dict[str, dict[str, list[int]]]:
         cfg = fast_config(policies=("random", "noisy:0.5"), run_correctness=False, run_diversity=False)
         cfg.difficulty = DifficultyConfig(levels=(1, 6), seeds=tuple(range(6)))
         report = evaluate_suite(load_suite("game:GuessTheNumber,logic:Nonogram"), cfg)
@@ -331,6 +331,9 @@ def test_core_cli_discovers_evaluate_through_its_entry_point(capsys: pytest.Capt
     from gymverse.cli import build_parser
     from gymverse.cli import main as gymverse_main
 
-    assert "evaluate" in build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    subparsers = build_parser()._subparsers
+    assert subparsers is not None
+    choices = subparsers._group_actions[0].choices
+    assert choices is not None and "evaluate" in choices
     assert gymverse_main(["evaluate", "nosuchfamily"]) == 2
     assert "unknown suite 'nosuchfamily'" in capsys.readouterr().err

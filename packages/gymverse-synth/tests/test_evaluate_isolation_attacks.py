@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gymverse.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
+from gymverse.evaluate.correctness import HOST_FACTORY, check_hosted, verdict
 from gymverse.sandbox.hosted import EnvCallError, EnvHost
-from gymverse_synth.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
-from gymverse_synth.evaluate.correctness import HOST_FACTORY, check_hosted, verdict
 from gymverse_synth.validation import ValidationConfig, validate_program
 
 GOOD = (Path(__file__).parent / "synth_fixtures" / "good_env.py").read_text()

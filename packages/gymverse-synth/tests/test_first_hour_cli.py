@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from gymverse.cli import main as gymverse_main
+from gymverse.evaluate import SuiteError, load_suite
+from gymverse.evaluate.cli import main as evaluate_main
 from gymverse_synth import synth_cli
-from gymverse_synth.evaluate import SuiteError, load_suite
-from gymverse_synth.evaluate.cli import main as evaluate_main
 from gymverse_synth.llm import OpenAIClient
 
 FAST = ["--levels", "1,4", "--seeds", "3", "--no-diversity", "--executor", "inline", "--workers", "2"]
@@ -90,14 +90,14 @@ def test_an_env_that_never_runs_has_no_difficulty(tmp_path: Path, capsys: pytest
     row = next(ln for ln in text.splitlines() if "file:crash_reset" in ln and "│" in ln)
     assert "hard" not in row and "+0.000" not in row  # not bucketed hard with a flat slope
     assert "none" in row and "no_difficulty" in row
-    from gymverse_synth.evaluate.schema import EvaluationReport
+    from gymverse.evaluate.schema import EvaluationReport
 
     ev = EvaluationReport.load(tmp_path / "out" / "evaluation.json").envs[0]
     assert ev.bucket is None and ev.slope is None and ev.reference_policy is None
 
 
 def test_reasons_name_the_users_file_not_the_sandbox_copy(tmp_path: Path) -> None:
-    from gymverse_synth.evaluate.suites import user_paths
+    from gymverse.evaluate.suites import user_paths
 
     path = _env_file(tmp_path, "mine.py", BAD_ORACLE)
     entry = load_suite(str(path)).entries[0]
@@ -141,3 +141,22 @@ def test_old_family_ids_name_the_current_ones_and_domain_words_still_select_envs
         load_suite("games:Mastermind")
     # --domain takes the domain in words (the LLM's prompt), not a family id: any spelling of the words works
     assert synth_cli.domain_seeds("Tool use", 1)[0].payload["env_id"].startswith("tool-use:")
+
+
+def test_evaluate_plays_an_llm_policy_through_synths_registered_client(tmp_path: Path) -> None:
+    import json
+
+    from gymverse_synth.testing.scripted_server import RecordedRequest, ScriptedLLMServer
+
+    def reply(req: RecordedRequest) -> str:
+        return r"\boxed{5}"
+
+    out = tmp_path / "ev"
+    with ScriptedLLMServer(handler=reply) as server:
+        argv = ["evaluate", "game:GuessTheNumber", "--llm", server.base_url, "--model", "scripted", "--policy", "llm"]
+        code = gymverse_main([*argv, *FAST, "--no-correctness", "--out", str(out)])
+        asked = len(server.requests)
+    assert code == 0
+    assert asked > 0  # gymverse-eval built synth's OpenAI client from the entry point and played through it
+    env = json.loads((out / "evaluation.json").read_text())["envs"][0]
+    assert "llm" in env["difficulty"]

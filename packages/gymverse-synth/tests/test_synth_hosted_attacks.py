@@ -15,9 +15,9 @@ import time
 import uuid
 
 import pytest
-from gymverse_synth.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
-from gymverse_synth.evaluate.diversity import HashingEmbedder
-from gymverse_synth.evaluate.schema import EvaluationReport
+from gymverse.evaluate import CorrectnessConfig, DifficultyConfig, EvaluationConfig, evaluate_suite, load_suite
+from gymverse.evaluate.diversity import HashingEmbedder
+from gymverse.evaluate.schema import EvaluationReport
 from gymverse_synth.validation import ValidationConfig, static_check, validate_program
 
 TAG = f"4{uuid.uuid4().int % 10**8}"  # `sleep TAG` marks the forked child

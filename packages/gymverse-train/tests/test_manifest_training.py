@@ -11,7 +11,7 @@ from gymverse.cli import main
 from gymverse.manifest import ManifestError, read_manifest, write_manifest
 from gymverse.vector import make_vec
 
-CORPUS = Path(__file__).parents[2] / "gymverse-synth" / "tests" / "gem_corpus"
+CORPUS = Path(__file__).parents[2] / "gymverse-eval" / "tests" / "gem_corpus"
 
 
 def _manifest(tmp_path: Path) -> Path:

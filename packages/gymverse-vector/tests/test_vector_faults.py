@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from gymverse import EnvLike
 from gymverse.testing import vectest as vt
 from gymverse.vector import make_vec
 
@@ -52,7 +54,12 @@ BACKENDS = [("sync", {}), ("async", {}), ("process", {"num_workers": 2})]
 
 @pytest.mark.parametrize(("backend", "opts"), BACKENDS)
 def test_env_raising_in_step_or_reset_ends_only_its_episode(backend: str, opts: dict[str, Any]) -> None:
-    ids = [count, functools.partial(faulty, fail_rate=0.3, reset_fail_rate=0.3), count, count]
+    ids: list[Callable[[], EnvLike]] = [
+        count,
+        functools.partial(faulty, fail_rate=0.3, reset_fail_rate=0.3),
+        count,
+        count,
+    ]
     seeds = [10, 11, 12, 13]
     with make_vec(ids, backend=backend, seed=1, backend_options=opts) as venv:
         got = _run(venv, 40, seeds)
@@ -99,7 +106,7 @@ def test_hung_env_is_cut_at_step_timeout(backend: str, env: Any, opts: dict[str,
 
 
 def test_sigkilled_worker_loses_only_the_env_that_was_running() -> None:
-    ids = [count, crash, count, count]  # envs 0 and 1 share worker 0
+    ids: list[Callable[[], EnvLike]] = [count, crash, count, count]  # envs 0 and 1 share worker 0
     with make_vec(ids, backend="process", seed=3, backend_options={"num_workers": 2}) as venv:
         pid_before = venv.workers[0].proc.pid  # type: ignore[attr-defined]
         got = _run(venv, 7, [30, 31, 32, 33])
@@ -161,7 +168,7 @@ def test_worker_killed_between_calls_is_replaced_without_blame() -> None:
 
 
 def test_unpicklable_result_fails_only_its_env_on_the_process_backend() -> None:
-    ids = [count, functools.partial(vt.Unpicklable, bad_at=2), count]
+    ids: list[Callable[[], EnvLike]] = [count, functools.partial(vt.Unpicklable, bad_at=2), count]
     with make_vec(ids, backend="process", seed=6, backend_options={"num_workers": 1}) as venv:
         got = _run(venv, 3, [60, 61, 62])
     with make_vec([count, count], seed=6) as ref:

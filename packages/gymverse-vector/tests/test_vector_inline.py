@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import gymverse
 import gymverse.testing.vectest  # registers the vectest: envs
 import numpy as np
 import pytest
+from gymverse import EnvLike
 from gymverse.testing import vectest as vt
 from gymverse.testing.vectest import Tag
 from gymverse.vector import AsyncVecEnv, declares_nonblocking, make_vec
@@ -40,7 +42,7 @@ def test_nonblocking_is_declared_per_class_and_not_inherited_through_wrappers() 
 
 @pytest.mark.parametrize("step_timeout", [None, 30.0])
 def test_inline_and_threaded_paths_give_the_sync_transcript(step_timeout: float | None) -> None:
-    ids = [count, faulty, sleepy, lambda: Tag(count())]
+    ids: list[Callable[[], EnvLike]] = [count, faulty, sleepy, lambda: Tag(count())]
     with make_vec(ids, seed=3) as ref:
         expected = _transcript(ref, 30)
     with make_vec(ids, backend="async", seed=3, step_timeout=step_timeout) as venv:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from gymverse import EnvLike
 from gymverse.testing import vectest as vt
 from gymverse.vector import make_vec
 
@@ -28,7 +30,7 @@ def _run(venv: Any, steps: int, seeds: list[int]) -> list[list[tuple[Any, ...]]]
 
 @pytest.mark.usefixtures("ray_session")
 def test_ray_backend_contains_raise_crash_and_hang() -> None:
-    ids = [
+    ids: list[Callable[[], EnvLike]] = [
         count,
         functools.partial(vt.Crash, crash_at=2),
         count,

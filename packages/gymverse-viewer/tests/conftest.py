@@ -36,7 +36,7 @@ class _CrashingSession:
 def trajectory_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A run directory as the viewer meets it: sampled rollouts, collector output with a format error, a crashed
     episode and a hostile action, a non-trajectory JSONL, and a file with a corrupt line."""
-    from gymverse.rollout import PlainRenderer, RolloutCollector, make_sessions, text_generate
+    from gymverse.rollout import PlainRenderer, RolloutCollector, Session, make_sessions, text_generate
     from gymverse.trajectory import Trajectory, Turn, write_jsonl
     from gymverse.viewer.sample import sample_trajectories
 
@@ -50,7 +50,7 @@ def trajectory_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             return "I guess zebra-needle, no box this time"
         return f"Counting up from the bottom.\n\\boxed{{{turn}}}"
 
-    sessions = [*make_sessions(["game:GuessTheNumber"] * 2), _CrashingSession()]
+    sessions: list[Session] = [*make_sessions(["game:GuessTheNumber"] * 2), _CrashingSession()]
     trajs = RolloutCollector(text_generate(policy, PlainRenderer())).collect_sync(sessions, seeds=[11, 12, 13])
     write_jsonl(trajs, root / "collector.jsonl")
 

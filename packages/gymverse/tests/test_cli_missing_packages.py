@@ -44,9 +44,9 @@ def _without_distribution(monkeypatch: pytest.MonkeyPatch, *modules: str) -> Non
     """`importlib.metadata.entry_points` as if the distributions providing `modules` were not installed."""
     real = importlib.metadata.entry_points
 
-    def entry_points(**params: Any) -> Any:
-        eps = real(**params)
-        return [ep for ep in eps if ep.value.split(".")[0].split(":")[0] not in modules]
+    def entry_points(*, group: str, **params: Any) -> list[importlib.metadata.EntryPoint]:
+        eps = real(group=group, **params)  # every caller selects a group: entry points, not group names
+        return [ep for ep in eps if not _under(ep.value.split(":")[0], modules)]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
 
@@ -60,7 +60,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 @pytest.mark.parametrize(
     ("argv", "package"),
     [
-        (["evaluate", "--no-fail", "game"], "gymverse-synth"),
+        (["evaluate", "--no-fail", "game"], "gymverse-eval"),
         (["synth", "--domain", "Logic", "--n", "2", "--llm", "local"], "gymverse-synth"),
         (["train", "--envs", "demo:EchoTarget", "--steps", "40"], "gymverse-train"),
     ],
@@ -68,7 +68,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_uninstalled_command_says_what_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], package: str
 ) -> None:
-    _without_distribution(monkeypatch, "gymverse_synth", "gymverse_train")
+    _without_distribution(monkeypatch, "gymverse.evaluate", "gymverse_synth", "gymverse_train")
     code, out, err = _run(capsys, *argv)
     assert code == 2
     assert out == ""
@@ -81,7 +81,7 @@ def test_uninstalled_command_says_what_to_install(
 def test_help_lists_uninstalled_commands_with_their_package(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _without_distribution(monkeypatch, "gymverse_synth", "gymverse_train")
+    _without_distribution(monkeypatch, "gymverse.evaluate", "gymverse_synth", "gymverse_train")
     code, out, _ = _run(capsys, "--help")
     assert code == 0
     for command, package in PLUGIN_COMMANDS.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -81,8 +82,11 @@ def test_progress_lines_are_spaced_out_by_the_interval() -> None:
     assert lines[-1].startswith("job: 1000/1000 (100%)")
 
 
-class _Sink:
+class _Sink(io.StringIO):
+    """A console file that keeps the non-blank lines written to it."""
+
     def __init__(self, lines: list[str]) -> None:
+        super().__init__()
         self.lines = lines
 
     def write(self, text: str) -> int:

@@ -25,7 +25,7 @@ from gymverse.command_line import (
 from rich.console import Console
 
 #: Subcommands that other GymVerse packages add (entry-point group ``gymverse.cli``), with the package to install.
-PLUGIN_COMMANDS = {"evaluate": "gymverse-synth", "synth": "gymverse-synth", "train": "gymverse-train"}
+PLUGIN_COMMANDS = {"evaluate": "gymverse-eval", "synth": "gymverse-synth", "train": "gymverse-train"}
 
 
 def missing_command_hint(command: str) -> str:

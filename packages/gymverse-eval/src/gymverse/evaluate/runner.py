@@ -14,24 +14,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gymverse.trajectory import Trajectory, write_jsonl
-
-from gymverse_synth.evaluate import difficulty as D
-from gymverse_synth.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
-from gymverse_synth.evaluate.diversity import Embedder, evaluate_diversity
-from gymverse_synth.evaluate.executors import Executor, SandboxExecutor, make_executor
-from gymverse_synth.evaluate.jobs import hosted_env_job, hosted_levels_job
-from gymverse_synth.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
-from gymverse_synth.evaluate.schema import (
+from gymverse.evaluate import difficulty as D
+from gymverse.evaluate.correctness import CHECK_TARGET, CorrectnessConfig, judge_rubric, verdict
+from gymverse.evaluate.diversity import Embedder, evaluate_diversity
+from gymverse.evaluate.executors import Executor, SandboxExecutor, make_executor
+from gymverse.evaluate.jobs import hosted_env_job, hosted_levels_job
+from gymverse.evaluate.policies import LLMPolicy, parse_policy_spec, run_episodes
+from gymverse.evaluate.schema import (
     Correctness,
     DiversityResult,
     EnvEvaluation,
     EvaluationReport,
     LevelResult,
 )
-from gymverse_synth.evaluate.suites import EnvEntry, Suite, build_env, job_files, user_paths
+from gymverse.evaluate.suites import EnvEntry, Suite, build_env, job_files, user_paths
+from gymverse.trajectory import Trajectory, write_jsonl
 
-LEVELS_TARGET = "gymverse_synth.evaluate.jobs:levels_job"
+LEVELS_TARGET = "gymverse.evaluate.jobs:levels_job"
 DEFAULT_POLICIES = ("random", "oracle", "noisy:0.3")
 #: Near-duplicate evidence that flags an env (embedding pairs are listed in the report only).
 STRUCTURAL_KINDS = ("ast", "statements")
@@ -321,9 +320,9 @@ def _summary(envs: Sequence[EnvEvaluation]) -> dict[str, Any]:
 
 def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
     """Settings and machine facts recorded in ``run``."""
-    from gymverse import __version__ as core_version
+    from importlib.metadata import version
 
-    from gymverse_synth import __version__ as synth_version
+    from gymverse import __version__ as core_version
 
     return {
         "suite": suite.name,
@@ -348,7 +347,7 @@ def run_metadata(suite: Suite, cfg: EvaluationConfig) -> dict[str, Any]:
         "llm_model": getattr(cfg.llm, "model", None),
         "judge_model": getattr(cfg.judge if cfg.judge is not None else cfg.llm, "model", None),
         "gymverse_version": core_version,
-        "gymverse_synth_version": synth_version,
+        "gymverse_eval_version": version("gymverse-eval"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+
 from gymverse.checker.report import describe_error
 from gymverse.core import StepResult
 from gymverse.deadline import CallTimeout, deadline
@@ -156,7 +157,7 @@ DEFAULT_TURN_TEMPLATE = "{observation}"
 
 
 class LLMPolicy:
-    """Any `gymverse_synth.llm` client as a policy: system prompt + the last `history_window` exchanges.
+    """An LLM client (gymverse-synth's ``complete(messages)``) as a policy: system prompt + the last few exchanges.
 
     `system_template` may use ``{description}``, ``{action_format}``, ``{name}``; `turn_template` uses
     ``{observation}`` and ``{turn}``. Sampling kwargs (temperature, max_tokens, ...) go to the client.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gymverse_synth.evaluate import (
+from gymverse.evaluate import (
     CorrectnessConfig,
     DifficultyConfig,
     EvaluationConfig,
@@ -24,9 +24,9 @@ from gymverse_synth.evaluate import (
     evaluate_suite,
     load_suite,
 )
-from gymverse_synth.evaluate.report import EXPLAIN, FLAGS, write_report
-from gymverse_synth.evaluate.report_svg import CHAR_W, LABEL_H, diversity_map
-from gymverse_synth.evaluate.schema import DiversityResult
+from gymverse.evaluate.report import EXPLAIN, FLAGS, write_report
+from gymverse.evaluate.report_svg import CHAR_W, LABEL_H, diversity_map
+from gymverse.evaluate.schema import DiversityResult
 
 CORPUS = Path(__file__).parent / "gem_corpus"
 CHROMIUM = os.environ.get("GYMVERSE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

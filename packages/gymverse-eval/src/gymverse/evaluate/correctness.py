@@ -22,21 +22,20 @@ from typing import Any
 
 from gymverse.checker.report import CheckResult, describe_error
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.evaluate.findings import DEFECT, WARNING, findings
+from gymverse.evaluate.policies import make_policy, run_episodes
+from gymverse.evaluate.probes import Probe, env_facts, hang_bound, random_action_status
+from gymverse.evaluate.schema import Correctness
+from gymverse.evaluate.suites import EnvEntry, build_env
 from gymverse.loader import prepare_ref
 from gymverse.protocol import EnvLike
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError
 
-from gymverse_synth.evaluate.findings import DEFECT, WARNING, findings
-from gymverse_synth.evaluate.policies import make_policy, run_episodes
-from gymverse_synth.evaluate.probes import Probe, env_facts, hang_bound, random_action_status
-from gymverse_synth.evaluate.schema import Correctness
-from gymverse_synth.evaluate.suites import EnvEntry, build_env
-
 ALL_LEVELS = tuple(range(1, 11))
 DEGENERACY_LEVELS = (5, 7, 10)
 DEGENERATE_POLICIES = ("constant", "random")
-CHECK_TARGET = "gymverse_synth.evaluate.correctness:_check_in_child"
+CHECK_TARGET = "gymverse.evaluate.correctness:_check_in_child"
 #: What the env host builds envs with: ``build_from_ref(ref, complexity=level)`` (a core module: fast to import).
 HOST_FACTORY = "gymverse.loader:build_from_ref"
 #: Imports a registered id's suite once per host, under its own deadline (not the first build's).

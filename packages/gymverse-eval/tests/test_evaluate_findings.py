@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from gymverse.checker._support import differ_at, first_difference, same
-from gymverse_synth.evaluate.correctness import verdict
-from gymverse_synth.evaluate.findings import findings, lower_bound
+from gymverse.evaluate.correctness import verdict
+from gymverse.evaluate.findings import findings, lower_bound
 
 
 def _evidence(**probes: Any) -> dict[str, Any]:
     facts = {"contract": "gem", "success_rule": "reward>=1", "success_rule_note": "inferred from the rewards",
              "success_rule_source": "inferred", "reward_range": [-1.0, 1.0], "has_oracle": False}  # fmt: skip
-    base = {"reset_failures": [], "constant_counts": {}, "reward_violations": [], "step_crashes": []}
+    base: dict[str, object] = {"reset_failures": [], "constant_counts": {}, "reward_violations": [], "step_crashes": []}
     return {"checker": {"passed": True, "results": []}, "oracle": {}, "degeneracy": {}, "facts": facts,
             "probes": {**base, **probes}}  # fmt: skip
 
@@ -95,9 +95,9 @@ class TilePuzzleEnv(Env):
 
 
 def test_a_slow_but_finite_reset_is_a_warning_and_a_hang_is_not(tmp_path: Any) -> None:
+    from gymverse.evaluate.correctness import HOST_FACTORY
+    from gymverse.evaluate.probes import Probe
     from gymverse.sandbox.hosted import EnvHost
-    from gymverse_synth.evaluate.correctness import HOST_FACTORY
-    from gymverse_synth.evaluate.probes import Probe
 
     for hang in (False, True):  # hosted as `gymverse evaluate` hosts it: every deadline is kept from here
         files = {"tiles.py": SLOW_RESET.replace("{HANG}", str(hang))}

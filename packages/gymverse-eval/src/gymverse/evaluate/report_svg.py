@@ -10,7 +10,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from gymverse_synth.evaluate.schema import DiversityResult, EnvEvaluation
+from gymverse.evaluate.schema import DiversityResult, EnvEvaluation
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 CHAR_W, LABEL_H = 5.6, 10.0

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gymverse_synth.evaluate.report_svg import colors, diversity_map, sparkline
-from gymverse_synth.evaluate.schema import DiversityResult, EvaluationReport
+from gymverse.evaluate.report_svg import colors, diversity_map, sparkline
+from gymverse.evaluate.schema import DiversityResult, EvaluationReport
 
 #: Near-duplicate rows shown (a corpus of template variants has thousands; the JSON keeps them all).
 MAX_PAIRS_SHOWN = 200

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gymverse.evaluate.cli import main as cli_main
 from gymverse.trajectory import read_jsonl
 from gymverse.viewer import Query, TrajectoryIndex
-from gymverse_synth.evaluate.cli import main as cli_main
 
 
 def test_trajectories_flag_dumps_every_episode_from_the_sandbox(tmp_path: Path) -> None:

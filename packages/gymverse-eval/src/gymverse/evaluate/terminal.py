@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gymverse_synth.evaluate.schema import EnvEvaluation, EvaluationReport
+from gymverse.evaluate.schema import EnvEvaluation, EvaluationReport
 
 PASSING_VERDICTS = ("correct", "unverified")
 #: Flags about difficulty and the suite, not defects of the env: shown with the warnings.

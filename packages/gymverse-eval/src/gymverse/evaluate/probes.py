@@ -24,12 +24,11 @@ from typing import Any
 from gymverse.checker.report import describe_error
 from gymverse.conformance import reward_in_range
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.evaluate.aliases import Outcomes, step_outcome
+from gymverse.evaluate.answers import CONSTANTS, candidates
 from gymverse.play import play
 from gymverse.protocol import EnvLike
 from gymverse.sandbox.hosted import HostedEnv
-
-from gymverse_synth.evaluate.aliases import Outcomes, step_outcome
-from gymverse_synth.evaluate.answers import CONSTANTS, candidates
 
 _SKIP_ATTRS = ("complexity", "level", "seed", "turn", "step", "rng", "random")
 
@@ -359,7 +358,7 @@ class Probe:
 
 def _unsure(wins: int, n: int) -> bool:
     """A rate above a quarter whose evidence could still go either way: worth more episodes."""
-    from gymverse_synth.evaluate.findings import CONSTANT_MIN_RATE, lower_bound
+    from gymverse.evaluate.findings import CONSTANT_MIN_RATE, lower_bound
 
     return n > 0 and wins / n > 0.25 and lower_bound(wins, n) < CONSTANT_MIN_RATE
 

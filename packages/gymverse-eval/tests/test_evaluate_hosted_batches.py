@@ -5,17 +5,26 @@ host, with the same evidence as the separate jobs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
+from gymverse.evaluate.correctness import CorrectnessConfig, check_hosted
+from gymverse.evaluate.jobs import hosted_env_job, hosted_levels_job
+from gymverse.evaluate.policies import make_policy, run_episodes
+from gymverse.evaluate.suites import build_env
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvHost
-from gymverse_synth.evaluate.correctness import CorrectnessConfig, check_hosted
-from gymverse_synth.evaluate.jobs import hosted_env_job, hosted_levels_job
-from gymverse_synth.evaluate.policies import make_policy, run_episodes
-from gymverse_synth.evaluate.suites import build_env
 
 LIMITS = SandboxLimits(timeout=200, memory_mb=1024)
 CORPUS = Path(__file__).parent / "gem_corpus"
+
+
+class _HostArgs(TypedDict):
+    """The host arguments every hosted job takes alike."""
+
+    files: dict[str, str]
+    limits: SandboxLimits
+    call_timeout: float
 
 
 @pytest.mark.parametrize("ref", ["game:Mastermind", "tool-use:BankTransfers"])
@@ -47,7 +56,7 @@ def test_one_env_job_gives_the_evidence_of_the_separate_jobs() -> None:
     files, ref = {"number_hunt.py": src}, "gem:number_hunt.py"
     ccfg = CorrectnessConfig(reset_seeds=16)
     plan = {k: v for k, v in ccfg.job_kwargs(ref).items() if k != "ref"}
-    common = {"files": files, "limits": LIMITS, "call_timeout": 10.0}
+    common: _HostArgs = {"files": files, "limits": LIMITS, "call_timeout": 10.0}
     levels, seeds = [1, 10], [0, 1, 2, 3]
     merged = hosted_env_job(ref, check=plan, job_timeout=120.0, policies=["random", "oracle"], levels=levels,
                             seeds=seeds, timeout=60.0, episode_timeout=3.0, **common)  # fmt: skip

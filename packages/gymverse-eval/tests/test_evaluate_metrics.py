@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
-from gymverse_synth.evaluate import difficulty as D
-from gymverse_synth.evaluate.correctness import parse_rubric, verdict
-from gymverse_synth.evaluate.diversity import (
+from gymverse.evaluate import difficulty as D
+from gymverse.evaluate.correctness import parse_rubric, verdict
+from gymverse.evaluate.diversity import (
     ast_ngrams,
     cosine_matrix,
     jaccard_distance,
@@ -19,14 +20,14 @@ from gymverse_synth.evaluate.diversity import (
     profile_similarity,
     vendi_score,
 )
-from gymverse_synth.evaluate.passk import (
+from gymverse.evaluate.passk import (
     least_squares_slope,
     pass_at_k,
     pass_at_k_enumerate,
     pass_at_k_exact,
     spearman,
 )
-from gymverse_synth.evaluate.schema import (
+from gymverse.evaluate.schema import (
     Correctness,
     DiversityResult,
     EnvEvaluation,
@@ -101,7 +102,11 @@ def test_flat_curve_is_flagged_and_falling_curve_is_not() -> None:
 
 
 def test_level_result_counts_only_info_success_and_buckets() -> None:
-    eps = [{"success": True, "turns": 2}, {"success": False, "turns": 4, "error": "boom"}, {"success": 1, "turns": 3}]
+    eps: list[dict[str, Any]] = [
+        {"success": True, "turns": 2},
+        {"success": False, "turns": 4, "error": "boom"},
+        {"success": 1, "turns": 3},
+    ]
     res = D.level_result(3, eps, (1, 2, 5))
     assert (res.n, res.successes, res.errors, res.first_error) == (3, 1, 1, "boom")  # 1 is not `True`
     assert set(res.pass_at_k) == {"1", "2"}  # k=5 > n is dropped, not clipped

@@ -1,15 +1,15 @@
 """Environment evaluation: correctness, difficulty, diversity, JSON + HTML reports (`gymverse evaluate`).
 
-Heavy dependencies (torch/transformers for MiniLM, matplotlib for plots) are imported only when used.
+Heavy dependencies (torch/transformers for MiniLM embeddings) are imported only when used.
 """
 
-from gymverse_synth.evaluate.correctness import CorrectnessConfig, judge_rubric, parse_rubric, verdict
-from gymverse_synth.evaluate.difficulty import DifficultyConfig, bucket, difficulty_flags, reference_policy
-from gymverse_synth.evaluate.diversity import HashingEmbedder, MiniLMEmbedder, evaluate_diversity, vendi_score
-from gymverse_synth.evaluate.passk import least_squares_slope, pass_at_k, spearman
-from gymverse_synth.evaluate.policies import LLMPolicy, NoisyOraclePolicy, make_policy, run_episode
-from gymverse_synth.evaluate.runner import DEFAULT_POLICIES, EvaluationConfig, evaluate_suite
-from gymverse_synth.evaluate.schema import (
+from gymverse.evaluate.correctness import CorrectnessConfig, judge_rubric, parse_rubric, verdict
+from gymverse.evaluate.difficulty import DifficultyConfig, bucket, difficulty_flags, reference_policy
+from gymverse.evaluate.diversity import HashingEmbedder, MiniLMEmbedder, evaluate_diversity, vendi_score
+from gymverse.evaluate.passk import least_squares_slope, pass_at_k, spearman
+from gymverse.evaluate.policies import LLMPolicy, NoisyOraclePolicy, make_policy, run_episode
+from gymverse.evaluate.runner import DEFAULT_POLICIES, EvaluationConfig, evaluate_suite
+from gymverse.evaluate.schema import (
     SCHEMA_VERSION,
     Correctness,
     DiversityResult,
@@ -18,7 +18,7 @@ from gymverse_synth.evaluate.schema import (
     LevelResult,
     PolicyDifficulty,
 )
-from gymverse_synth.evaluate.suites import EnvEntry, Suite, SuiteError, build_env, load_suite
+from gymverse.evaluate.suites import EnvEntry, Suite, SuiteError, build_env, load_suite
 
 __all__ = [
     "DEFAULT_POLICIES",

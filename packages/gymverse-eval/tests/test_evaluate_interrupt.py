@@ -19,7 +19,7 @@ def test_ctrl_c_keeps_a_partial_report_and_exits_130(tmp_path: Path) -> None:
     for name in ("number_hunt", "parity_check", "lottery_draw", "clue_court"):  # one hangs: work is left to stop
         (suite / f"{name}.py").write_text((CORPUS / f"{name}.py").read_text())
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "gymverse_synth.evaluate.cli", str(suite), "--out", str(out), "--embedder",
+    cmd = [sys.executable, "-m", "gymverse.evaluate.cli", str(suite), "--out", str(out), "--embedder",
            "hashing", "--workers", "1", "--no-diversity"]  # fmt: skip
     # a progress line per finished env (the default every 10 s outlasts the whole run now)
     env = {**os.environ, "COLUMNS": "200", "GYMVERSE_PROGRESS_INTERVAL": "0"}

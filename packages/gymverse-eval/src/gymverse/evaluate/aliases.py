@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gymverse_synth.evaluate.answers import _BOXED
+from gymverse.evaluate.answers import _BOXED
 
 #: An instance of an env: (level, seed).
 Instance = tuple[int, int]

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gymverse.evaluate.correctness import HOST_FACTORY, CorrectnessConfig
+from gymverse.evaluate.findings import WRONG_ANSWER_MIN_INSTANCES, findings
+from gymverse.evaluate.probes import Probe
+from gymverse.evaluate.suites import build_env
 from gymverse.sandbox.hosted import EnvHost
-from gymverse_synth.evaluate.correctness import HOST_FACTORY, CorrectnessConfig
-from gymverse_synth.evaluate.findings import WRONG_ANSWER_MIN_INSTANCES, findings
-from gymverse_synth.evaluate.probes import Probe
-from gymverse_synth.evaluate.suites import build_env
 
 TESTS = Path(__file__).parent
 #: Kept out of the corpus suite (a folder without env.py is not loaded) and, like it, out of the linters.

@@ -25,7 +25,7 @@ JobResult = dict[str, Any]
 EXECUTORS = ("sandbox", "process", "inline")
 #: Modules every worker imports once up front so jobs start fast, after what an env host preloads (the packages
 #: installed register those: `gymverse.sandbox.host_registrations.host_preload`).
-PRELOAD = ("gymverse.envs", "gymverse_synth.evaluate.jobs", "gymverse_synth.evaluate.correctness")
+PRELOAD = ("gymverse.evaluate.jobs", "gymverse.evaluate.correctness")
 
 
 def invoke(target: str, kwargs: Mapping[str, Any]) -> JobResult:
@@ -106,7 +106,7 @@ class ProcessExecutor:
         self._threads = ThreadPoolExecutor(self.workers)
 
     def _run(self, target: str, kwargs: dict[str, Any], timeout: float) -> JobResult:
-        cmd = [sys.executable, "-m", "gymverse_synth.evaluate.executors", target]
+        cmd = [sys.executable, "-m", "gymverse.evaluate.executors", target]
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
@@ -234,7 +234,7 @@ def make_executor(kind: str, workers: int | None = None, readable_paths: Sequenc
 
 
 def _child_main() -> int:
-    """``python -m gymverse_synth.evaluate.executors TARGET`` with JSON kwargs on stdin: one JSON line out."""
+    """``python -m gymverse.evaluate.executors TARGET`` with JSON kwargs on stdin: one JSON line out."""
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):  # env prints must not corrupt the result line
         result = _guarded(sys.argv[1], json.loads(sys.stdin.read() or "{}"))

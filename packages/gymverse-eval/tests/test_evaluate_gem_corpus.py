@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gymverse_synth.evaluate import EvaluationConfig, EvaluationReport, HashingEmbedder, evaluate_suite, load_suite
-from gymverse_synth.evaluate.suites import FileOptions
+from gymverse.evaluate import EvaluationConfig, EvaluationReport, HashingEmbedder, evaluate_suite, load_suite
+from gymverse.evaluate.suites import FileOptions
 
 CORPUS = Path(__file__).parent / "gem_corpus"
 CONTROLS = ("gem:clue_court", "gem:number_hunt", "gem:parity_check")
@@ -109,7 +109,7 @@ def test_only_the_later_twin_is_a_near_duplicate_and_it_names_the_first(report: 
 def test_a_given_success_rule_is_used_and_reported(tmp_path: Path) -> None:
     suite = load_suite(str(CORPUS / "number_hunt.py"), FileOptions(success_rule="reward>=2"))
     assert suite.entries[0].ref.endswith("number_hunt.py|reward>=2")
-    from gymverse_synth.evaluate.suites import build_env
+    from gymverse.evaluate.suites import build_env
 
     env = build_env(suite.entries[0].ref, 1)
     assert env.success_rule == "reward>=2"  # type: ignore[attr-defined]
@@ -118,7 +118,7 @@ def test_a_given_success_rule_is_used_and_reported(tmp_path: Path) -> None:
 def test_cli_notes_skipped_files_and_rejects_a_bad_success_rule(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gymverse_synth.evaluate.cli import main
+    from gymverse.evaluate.cli import main
 
     suite = f"{CORPUS / 'helpers.py'},{CORPUS / 'number_hunt.py'}"
     args = [suite, "--executor", "inline", "--no-diversity", "--levels", "1,10", "--seeds", "2", "--out", str(tmp_path)]
@@ -160,8 +160,8 @@ def test_an_env_that_reaches_outside_is_unsafe_with_its_attempts(report: Evaluat
 
 
 def test_the_evaluation_writes_a_manifest_of_the_passing_safe_envs(report: EvaluationReport, tmp_path: Path) -> None:
+    from gymverse.evaluate.report import write_report
     from gymverse.manifest import read_manifest, split_ref
-    from gymverse_synth.evaluate.report import write_report
 
     write_report(report, tmp_path)
     paths = [Path(split_ref(r)[1]) for r in read_manifest(tmp_path / "manifest.json")]

@@ -20,8 +20,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from gymverse_synth.evaluate.schema import DiversityResult
-from gymverse_synth.evaluate.suites import EnvEntry
+from gymverse.evaluate.schema import DiversityResult
+from gymverse.evaluate.suites import EnvEntry
 
 
 class Embedder(Protocol):

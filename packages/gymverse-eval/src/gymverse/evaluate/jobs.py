@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from gymverse.deadline import CallTimeout, deadline
+from gymverse.evaluate.correctness import evidence_on, host_record, ref_host
+from gymverse.evaluate.policies import LLMPolicy, Policy, make_policy, run_episodes
+from gymverse.evaluate.suites import build_env
 from gymverse.loader import prepare_ref
 from gymverse.sandbox import SandboxLimits
 from gymverse.sandbox.hosted import EnvCallError, EnvHost, EnvHostError
-
-from gymverse_synth.evaluate.correctness import evidence_on, host_record, ref_host
-from gymverse_synth.evaluate.policies import LLMPolicy, Policy, make_policy, run_episodes
-from gymverse_synth.evaluate.suites import build_env
 
 
 def episodes_job(

@@ -1,6 +1,6 @@
 """``gymverse evaluate``: the main job. Registered into the core CLI through the ``gymverse.cli`` entry-point group.
 
-Also runnable as ``python -m gymverse_synth.evaluate.cli`` with the same arguments.
+Also runnable as ``python -m gymverse.evaluate.cli`` with the same arguments.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _levels(text: str) -> tuple[int, ...]:
 
 
 def _policies(text: str) -> tuple[str, ...]:
-    from gymverse_synth.evaluate.policies import parse_policy_spec
+    from gymverse.evaluate.policies import parse_policy_spec
 
     try:
         return tuple(parse_policy_spec(p) for p in text.split(",") if p.strip())
@@ -103,11 +103,27 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+LLM_CLIENTS_GROUP = "gymverse.llm_clients"
+
+
+def llm_client(spec: str, model: str | None) -> Any:
+    """The client for ``--llm SPEC``, built by the installed LLM package (entry points ``gymverse.llm_clients``)."""
+    import importlib.metadata
+
+    found = sorted(importlib.metadata.entry_points(group=LLM_CLIENTS_GROUP), key=lambda ep: ep.name)
+    if not found:
+        raise ValueError(
+            f"--llm {spec}: no LLM client package is installed; install gymverse-synth (it provides 'local', "
+            "'http(s)://...' and 'replay:PATH')"
+        )
+    return found[0].load()(spec, model=model)
+
+
 def _config(args: argparse.Namespace) -> Any:
-    from gymverse_synth.evaluate.correctness import CorrectnessConfig
-    from gymverse_synth.evaluate.difficulty import DifficultyConfig
-    from gymverse_synth.evaluate.diversity import HashingEmbedder, default_embedder
-    from gymverse_synth.evaluate.runner import DEFAULT_POLICIES, EvaluationConfig
+    from gymverse.evaluate.correctness import CorrectnessConfig
+    from gymverse.evaluate.difficulty import DifficultyConfig
+    from gymverse.evaluate.diversity import HashingEmbedder, default_embedder
+    from gymverse.evaluate.runner import DEFAULT_POLICIES, EvaluationConfig
 
     policies = list(args.policies or DEFAULT_POLICIES)
     if args.epsilon is not None:
@@ -116,9 +132,7 @@ def _config(args: argparse.Namespace) -> Any:
         policies = [f"noisy:{args.epsilon:g}" if p == "noisy:0.3" else p for p in policies]
     client = None
     if args.llm:
-        from gymverse_synth.llm import get_client
-
-        client = get_client(args.llm, model=args.model)
+        client = llm_client(args.llm, args.model)
         if "llm" not in policies:
             policies.append("llm")
     return EvaluationConfig(
@@ -146,13 +160,13 @@ INTERRUPTED = 130
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation described by `args`; exit code 0 all envs pass, 1 some env fails, 2 bad input."""
-    from gymverse.progress import JobProgress
     from rich.console import Console
 
-    from gymverse_synth.evaluate.report import write_report
-    from gymverse_synth.evaluate.runner import evaluate_suite
-    from gymverse_synth.evaluate.suites import FileOptions, SuiteError, load_suite
-    from gymverse_synth.evaluate.terminal import exit_code, print_summary
+    from gymverse.evaluate.report import write_report
+    from gymverse.evaluate.runner import evaluate_suite
+    from gymverse.evaluate.suites import FileOptions, SuiteError, load_suite
+    from gymverse.evaluate.terminal import exit_code, print_summary
+    from gymverse.progress import JobProgress
 
     err = Console(file=sys.stderr)
     width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 140
@@ -191,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point (``python -m gymverse_synth.evaluate.cli``)."""
+    """Standalone entry point (``python -m gymverse.evaluate.cli``)."""
     parser = argparse.ArgumentParser(prog="gymverse evaluate", description="Evaluate a GymVerse suite.")
     add_arguments(parser)
     return run(parser.parse_args(argv))

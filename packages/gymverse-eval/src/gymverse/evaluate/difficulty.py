@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gymverse_synth.evaluate.passk import ks_for, least_squares_slope, pass_at_k, spearman
-from gymverse_synth.evaluate.schema import LevelResult, PolicyDifficulty
+from gymverse.evaluate.passk import ks_for, least_squares_slope, pass_at_k, spearman
+from gymverse.evaluate.schema import LevelResult, PolicyDifficulty
 
 EASY_AT, MEDIUM_AT = 0.7, 0.3
 
