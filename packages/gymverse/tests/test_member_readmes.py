@@ -1,4 +1,4 @@
-"""The runnable examples of the READMEs of the packages `gymverse` pulls in (server, viewer, vector) run as written."""
+"""The runnable examples of the READMEs of the packages `gymverse` pulls in (server, viewer, vector, eval) run as written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 PACKAGES = Path(__file__).resolve().parents[2]
 BLOCKS = [
     (f"{member}-block{i}", code)
-    for member in ("gymverse-server", "gymverse-viewer", "gymverse-vector")
+    for member in ("gymverse-server", "gymverse-viewer", "gymverse-vector", "gymverse-eval")
     for i, code in enumerate(re.findall(r"```python\n(.*?)```", (PACKAGES / member / "README.md").read_text(), re.S))
 ]
 
