@@ -1,4 +1,4 @@
-"""The runnable examples of the READMEs of the packages `gymverse` pulls in (server, viewer, vector, eval) run as written."""
+"""The runnable examples of the READMEs of the members `gymverse` pulls in (server, viewer, vector, eval) run."""
 
 from __future__ import annotations
 
