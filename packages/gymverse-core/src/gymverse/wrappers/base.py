@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gymverse.core import Wrapper
 
-#: One wrapper base since issue 36: explicit forwarding, `get_wrapper_attr`/`set_wrapper_attr` for the rest.
+#: `Wrapper` is the one wrapper base (explicit forwarding; `get_wrapper_attr`/`set_wrapper_attr` for the rest).
 LiveWrapper = Wrapper
 
 __all__ = ["LiveWrapper"]
