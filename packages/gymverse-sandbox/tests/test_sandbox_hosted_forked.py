@@ -58,7 +58,7 @@ def forked(setup: str = "", behaviour: str = "pass", **kw: object) -> EnvHost:
 
 def zygote_pid(host: EnvHost) -> int:
     """The pid of the zygote serving `host`'s live process."""
-    return int(host._session.job.zygote.proc.pid)  # type: ignore[union-attr,attr-defined]
+    return int(host._session.job.zygote.proc.pid)  # type: ignore[union-attr]
 
 
 def step_value(host: EnvHost, action: str = "\\boxed{1}") -> object:
