@@ -200,8 +200,8 @@ def train_lines(results: Path) -> Iterator[Line]:
     for path, doc in measured:
         peers, cfg = doc["peers"], doc.get("config") or {}
         device = doc.get("device") or cfg.get("device")
-        episodes = (doc.get("steps") or [{}])[-1].get("episodes", "?")
-        run = f"{device}, {doc.get('params_m', '?')}M params, {episodes} episodes/step"
+        last = (doc.get("steps") or [{}])[-1]
+        run = f"{device}, {doc.get('params_m', '?')}M params, {last.get('episodes', '?')} episodes/step"
         flags = " ".join(f"--{k.replace('_', '-')} {cfg[k]}" for k in ("device", "steps", "hidden", "layers", "prompts")
                          if k in cfg)  # fmt: skip
         where = f"`python benchmarks/train_gpu.py {flags}` ({_when(path)}; {device}" + (
@@ -214,9 +214,8 @@ def train_lines(results: Path) -> Iterator[Line]:
                 if key == "rollout_ratio"
                 else f"{peers['update_s']} s vs {peers['plain_update_s']} s"
             )
-            layer = (doc.get("steps") or [{}])[-1].get("layer_ms_per_call")
-            if key == "rollout_ratio" and layer is not None:
-                note += f"; GymVerse's own work {layer} ms per batched turn"
+            if key == "rollout_ratio" and last.get("layer_ms_per_call") is not None:
+                note += f"; GymVerse's own work {last['layer_ms_per_call']} ms per batched turn"
             yield Line(f"{target} ({run})", value, f"<= {TRAIN_LIMIT}x", value <= TRAIN_LIMIT, peer, where, note)
 
 

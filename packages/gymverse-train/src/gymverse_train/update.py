@@ -102,12 +102,13 @@ def policy_update(model: Any, optimizer: Any, samples: Sequence[Sample], config:
     order = list(range(len(samples)))
     mb_size = math.ceil(len(samples) / max(1, config.minibatches))
     params = [p for p in model.parameters() if p.requires_grad]
+    trained = [sum(s.mask) for s in samples]  # model tokens per sample: the loss's denominator and the metrics'
     # metrics stay on the device until the end: a host read per micro-batch would stall the GPU's queue
     losses, norms, clipped, kls, counted = [], [], [], [], 0.0
     for _ in range(config.epochs):
         for start in range(0, len(order), mb_size):
             mb = order[start : start + mb_size]
-            total = float(sum(sum(samples[i].mask) for i in mb))
+            total = float(sum(trained[i] for i in mb))
             optimizer.zero_grad(set_to_none=True)
             mb_loss = torch.zeros((), device=device)
             for m in range(0, len(mb), config.micro_batch):
@@ -129,7 +130,7 @@ def policy_update(model: Any, optimizer: Any, samples: Sequence[Sample], config:
                     mb_loss += loss.detach()
                     clipped.append((((ratio - 1).abs() > config.clip).float() * mask).sum())
                     kls.append(((old_lp - new_lp) * mask).sum() / total)
-                counted += sum(sum(samples[i].mask) for i in idx)
+                counted += sum(trained[i] for i in idx)
             norms.append(torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm).detach())
             optimizer.step()
             losses.append(mb_loss)
@@ -139,5 +140,5 @@ def policy_update(model: Any, optimizer: Any, samples: Sequence[Sample], config:
         "grad_norm": float(torch.stack(norms).float().mean()),
         "clip_frac": float(torch.stack(clipped).sum()) / max(counted, 1.0),
         "approx_kl": float(torch.stack(kls).sum()) / max(1, config.epochs),
-        "train_tokens": int(sum(sum(s.mask) for s in samples)),
+        "train_tokens": int(sum(trained)),
     }
